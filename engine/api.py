@@ -1,0 +1,212 @@
+"""The one door between the engine and everything else (the app, the benchmark, tests).
+
+    engine = Engine(EngineConfig(model=None))      # None: the embedded default model
+    engine.start()                                 # from inside a running asyncio loop
+    info = await engine.wait_ready()
+    async for event in engine.submit(GenerationRequest(messages=[...])):
+        ...                                        # TokenEvent, StatsEvent, ... FinishedEvent
+    engine.cancel(request_id); engine.stats(); await engine.stop()
+
+Only plain dataclasses from `engine.requests` cross this boundary; MLX arrays never do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from engine.requests import (
+    EngineEvent,
+    EngineStats,
+    ErrorEvent,
+    Event,
+    FinishedEvent,
+    GenerationRequest,
+    ModelInfo,
+)
+from engine.worker import EngineWorker, WorkerConfig
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PREFILL_CHUNK = 512
+DEFAULT_MAX_BATCH = 16
+DEFAULT_STOP_TIMEOUT_S = 30.0
+
+
+class EngineNotStarted(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    model: str | None = None  # a model folder, a Hugging Face repo id in the local cache, or None
+    prefill_chunk: int = DEFAULT_PREFILL_CHUNK
+    max_batch: int = DEFAULT_MAX_BATCH
+    max_context: int | None = None  # cap below the model's own context length
+    log_blas: bool = True
+
+
+class Engine:
+    def __init__(self, config: EngineConfig | None = None) -> None:
+        self.config = config or EngineConfig()
+        self._worker: EngineWorker | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._streams: dict[str, asyncio.Queue] = {}
+        self._listeners: list[Callable[[EngineEvent], None]] = []
+        self._ready: asyncio.Future | None = None
+
+    # -- life cycle ----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the MLX thread and begin loading the configured model."""
+        if self._worker is not None:
+            return
+        self._loop = asyncio.get_running_loop()
+        self._worker = EngineWorker(
+            WorkerConfig(
+                model=self.config.model,
+                prefill_chunk=self.config.prefill_chunk,
+                max_batch=self.config.max_batch,
+                max_context=self.config.max_context,
+                log_blas=self.config.log_blas,
+            ),
+            deliver=self._deliver_threadsafe,
+            announce=self._announce_threadsafe,
+        )
+        self._worker.start()
+        self._ready = self._post_load(self.config.model)
+
+    async def wait_ready(self) -> ModelInfo:
+        """The loaded model's info; raises the loader's error (e.g. ModelLoadError)."""
+        if self._ready is None:
+            raise EngineNotStarted("call Engine.start() first")
+        return await asyncio.shield(self._ready)
+
+    async def load_model(self, model: str | None) -> ModelInfo:
+        """Switch models; running requests are cancelled. Raises on a bad model."""
+        self._require_started()
+        self._ready = self._post_load(model)
+        return await asyncio.shield(self._ready)
+
+    async def stop(self, timeout: float = DEFAULT_STOP_TIMEOUT_S) -> None:
+        if self._worker is None:
+            return
+        worker, self._worker = self._worker, None
+        worker.stop()
+        await asyncio.get_running_loop().run_in_executor(None, worker.join, timeout)
+        for request_id, stream in list(self._streams.items()):
+            stream.put_nowait(ErrorEvent(request_id, "the engine stopped"))
+        self._streams.clear()
+
+    @property
+    def running(self) -> bool:
+        return self._worker is not None
+
+    # -- requests ------------------------------------------------------------------------------
+
+    def submit(self, request: GenerationRequest) -> AsyncIterator[Event]:
+        """Queue a request; iterate the result for its events. Closing the iterator early
+        (break, task cancelled) cancels the request."""
+        self._require_started()
+        if request.request_id in self._streams:
+            raise ValueError(f"request id {request.request_id} is already running")
+        stream: asyncio.Queue = asyncio.Queue()
+        self._streams[request.request_id] = stream
+        self._worker.submit(request)
+        return self._events(request.request_id, stream)
+
+    async def generate(self, request: GenerationRequest) -> FinishedEvent:
+        """Run a request to the end; raises RuntimeError with the message on an error."""
+        async for event in self.submit(request):
+            if isinstance(event, FinishedEvent):
+                return event
+            if isinstance(event, ErrorEvent):
+                raise RuntimeError(event.message)
+        raise RuntimeError("the request ended without a result")
+
+    def cancel(self, request_id: str) -> None:
+        if self._worker is not None and request_id in self._streams:
+            self._worker.cancel(request_id)
+
+    def stats(self) -> EngineStats:
+        if self._worker is None:
+            return EngineStats(status="stopped")
+        return self._worker.stats()
+
+    def add_listener(self, listener: Callable[[EngineEvent], None]) -> None:
+        """Call `listener` on the event loop for engine-wide events (loading, errors)."""
+        self._listeners.append(listener)
+
+    def remove_listener(self, listener: Callable[[EngineEvent], None]) -> None:
+        if listener in self._listeners:
+            self._listeners.remove(listener)
+
+    async def run_on_engine_thread(self, fn: Callable[[], Any]) -> Any:
+        """Run `fn` on the MLX thread (for tools and tests); return what it returns."""
+        self._require_started()
+        future = self._loop.create_future()
+        self._worker.call(fn, self._resolver(future))
+        return await future
+
+    # -- internals -----------------------------------------------------------------------------
+
+    async def _events(self, request_id: str, stream: asyncio.Queue) -> AsyncIterator[Event]:
+        finished = False
+        try:
+            while True:
+                event = await stream.get()
+                yield event
+                if isinstance(event, FinishedEvent | ErrorEvent):
+                    finished = True
+                    return
+        finally:
+            self._streams.pop(request_id, None)
+            if not finished and self._worker is not None:
+                self._worker.cancel(request_id)
+
+    def _post_load(self, model: str | None) -> asyncio.Future:
+        future = self._loop.create_future()
+        self._worker.load(model, self._resolver(future))
+        return future
+
+    def _resolver(self, future: asyncio.Future) -> Callable[[Any, BaseException | None], None]:
+        def done(result: Any, error: BaseException | None) -> None:
+            def settle() -> None:
+                if future.done():
+                    return
+                if error is not None:
+                    future.set_exception(error)
+                else:
+                    future.set_result(result)
+
+            self._loop.call_soon_threadsafe(settle)
+
+        return done
+
+    def _deliver_threadsafe(self, events: list[Event]) -> None:
+        if events and self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._dispatch, events)
+
+    def _dispatch(self, events: list[Event]) -> None:
+        for event in events:
+            stream = self._streams.get(event.request_id)
+            if stream is not None:
+                stream.put_nowait(event)
+
+    def _announce_threadsafe(self, event: EngineEvent) -> None:
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._notify, event)
+
+    def _notify(self, event: EngineEvent) -> None:
+        for listener in list(self._listeners):
+            try:
+                listener(event)
+            except Exception:  # noqa: BLE001 - a listener's bug must not stop the others
+                log.exception("engine listener failed")
+
+    def _require_started(self) -> None:
+        if self._worker is None:
+            raise EngineNotStarted("the engine is not running: call Engine.start() first")

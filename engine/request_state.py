@@ -1,0 +1,63 @@
+"""What the scheduler keeps for one request while it is waiting, prefilling and decoding."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.requests import (
+    FinishReason,
+    GenerationRequest,
+    RequestStats,
+    RequestStatus,
+)
+from engine.sampling import RowSampler
+from engine.text_stream import TextStream
+
+
+@dataclass
+class RequestState:
+    request: GenerationRequest
+    prompt: list[int]
+    sampler: RowSampler
+    text: TextStream
+    max_new_tokens: int
+    status: RequestStatus = RequestStatus.WAITING
+    cache: list[Any] | None = None  # per-layer single-row cache while prefilling
+    prefilled: int = 0  # prompt tokens already in the cache
+    generated: list[int] = field(default_factory=list)
+    from_draft: list[bool] = field(default_factory=list)
+    stats: RequestStats = field(default_factory=RequestStats)
+    arrival: float = field(default_factory=time.perf_counter)
+    first_token_at: float | None = None
+    last_stats_at: float = 0.0
+    finish_reason: FinishReason | None = None
+    drafter_state: Any = None  # owned by the speculative layer
+
+    @property
+    def request_id(self) -> str:
+        return self.request.request_id
+
+    @property
+    def finished(self) -> bool:
+        return self.status == RequestStatus.FINISHED
+
+    @property
+    def history(self) -> list[int]:
+        """Every token the model has seen or produced for this row."""
+        return self.prompt + self.generated
+
+    def refresh_stats(self, now: float | None = None) -> RequestStats:
+        now = time.perf_counter() if now is None else now
+        s = self.stats
+        s.prompt_tokens = len(self.prompt)
+        s.generated_tokens = len(self.generated)
+        s.elapsed_s = now - self.arrival
+        if self.first_token_at is not None:
+            s.ttft_s = self.first_token_at - self.arrival
+            decode_time = now - self.first_token_at
+            if len(self.generated) > 1 and decode_time > 0:
+                s.decode_tokens_per_s = (len(self.generated) - 1) / decode_time
+        s.finish_reason = self.finish_reason
+        return s

@@ -1,0 +1,287 @@
+"""Continuous batching: admission, chunked prefill and decode steps, one thread, no Qt.
+
+Each `step()` has vLLM's shape: schedule (admit waiting requests), run (one prefill chunk and one
+decode step of the running batch), update (turn new tokens into events, finish rows). Requests
+are prefilled alone, exactly as `mlx_lm.generate` does (all prompt tokens but the last, in chunks),
+then join the running batch with their last prompt token as input.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import mlx.core as mx
+from mlx_lm.models.cache import make_prompt_cache
+
+from engine.batch import DecodeBatch
+from engine.prompt import build_prompt
+from engine.request_state import RequestState
+from engine.requests import (
+    ErrorEvent,
+    Event,
+    FinishedEvent,
+    FinishReason,
+    GenerationRequest,
+    PrefillProgressEvent,
+    RequestStats,
+    RequestStatus,
+    SpecStats,
+    StatsEvent,
+    TokenEvent,
+)
+from engine.sampling import RowSampler, validate_sampling
+from engine.text_stream import TextStream
+
+if TYPE_CHECKING:
+    from engine.models import LoadedModel
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PREFILL_CHUNK = 512
+DEFAULT_MAX_BATCH = 16
+DEFAULT_STATS_INTERVAL_S = 0.25
+DEFAULT_CLEAR_CACHE_EVERY = 256
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    prefill_chunk: int = DEFAULT_PREFILL_CHUNK
+    max_batch: int = DEFAULT_MAX_BATCH
+    stats_interval_s: float = DEFAULT_STATS_INTERVAL_S
+    max_context: int | None = None  # overrides the model's own context length
+
+
+class Scheduler:
+    def __init__(self, target: LoadedModel, *, config: SchedulerConfig | None = None) -> None:
+        self.target = target
+        self.config = config or SchedulerConfig()
+        self.waiting: deque[RequestState] = deque()
+        self.prefilling: deque[RequestState] = deque()
+        self.batch = DecodeBatch(target.model)
+        self.steps = 0
+        self.generated_tokens = 0
+        self.spec_totals = SpecStats()
+        self._cancelled: set[str] = set()
+        self._events: list[Event] = []
+
+    # -- queries -------------------------------------------------------------------------------
+
+    @property
+    def context_length(self) -> int | None:
+        return self.config.max_context or self.target.info.context_length
+
+    def has_work(self) -> bool:
+        return bool(self.waiting or self.prefilling or len(self.batch))
+
+    def counts(self) -> tuple[int, int]:
+        """(running, waiting): running includes rows being prefilled."""
+        return len(self.batch) + len(self.prefilling), len(self.waiting)
+
+    # -- commands ------------------------------------------------------------------------------
+
+    def add(self, request: GenerationRequest) -> list[Event]:
+        """Queue a request; a request that cannot run ends at once with an ErrorEvent."""
+        try:
+            state = self._new_state(request)
+        except Exception as exc:  # noqa: BLE001 - any bad input fails this request only
+            log.info("request %s refused: %s", request.request_id, exc)
+            return [ErrorEvent(request.request_id, str(exc))]
+        self.waiting.append(state)
+        return []
+
+    def cancel(self, request_id: str) -> None:
+        self._cancelled.add(request_id)
+
+    def cancel_all(self, reason: str) -> None:
+        ids = [s.request_id for q in (self.waiting, self.prefilling) for s in q]
+        ids += [s.request_id for s in self.batch.rows]
+        if ids:
+            log.info("cancelling %d requests: %s", len(ids), reason)
+        self._cancelled.update(ids)
+
+    # -- the step ------------------------------------------------------------------------------
+
+    def step(self) -> list[Event]:
+        """Do one round of work; return the events it produced."""
+        self._events = []
+        self._apply_cancellations()
+        self._admit()
+        if len(self.batch):
+            self._decode()
+        if self.prefilling:
+            self._prefill_chunk()
+        self.steps += 1
+        if self.steps % DEFAULT_CLEAR_CACHE_EVERY == 0:
+            mx.clear_cache()
+        return self._events
+
+    def _admit(self) -> None:
+        while self.waiting and len(self.batch) + len(self.prefilling) < self.config.max_batch:
+            state = self.waiting.popleft()
+            state.status = RequestStatus.PREFILLING
+            self.prefilling.append(state)
+
+    def _prefill_chunk(self) -> None:
+        """Process up to one chunk of the oldest prefilling request's prompt."""
+        state = self.prefilling[0]
+        try:
+            if state.cache is None:
+                state.cache = make_prompt_cache(self.target.model)
+            todo = len(state.prompt) - 1 - state.prefilled
+            if todo > 0:
+                n = min(self.config.prefill_chunk, todo)
+                chunk = mx.array(state.prompt[state.prefilled : state.prefilled + n])[None]
+                self.target.model(chunk, cache=state.cache)
+                mx.eval([c.state for c in state.cache])
+                state.prefilled += n
+                self._events.append(
+                    PrefillProgressEvent(state.request_id, state.prefilled + 1, len(state.prompt))
+                )
+            if state.prefilled >= len(state.prompt) - 1:
+                self.prefilling.popleft()
+                self.batch.add(state, state.cache, state.prompt[-1])
+                state.cache = None
+                state.status = RequestStatus.RUNNING
+        except Exception as exc:  # noqa: BLE001 - a failing prompt fails only its request
+            log.exception("prefill failed for %s", state.request_id)
+            if self.prefilling and self.prefilling[0] is state:
+                self.prefilling.popleft()
+            state.cache = None
+            self._fail(state, f"prompt processing failed: {exc}")
+
+    def _decode(self) -> None:
+        try:
+            produced = self.batch.step()
+        except Exception as exc:  # noqa: BLE001 - fail the batch's rows, keep the engine
+            log.exception("decode step failed")
+            rows = list(self.batch.rows)
+            self.batch.keep([])
+            for state in rows:
+                self._fail(state, f"decoding failed: {exc}")
+            return
+        for state in list(self.batch.rows):
+            state.stats.spec.target_forwards += 1
+        done = []
+        for state, token in produced:
+            if self._accept_tokens(state, [token], [False]):
+                done.append(state)
+        if done:
+            self.batch.remove(done)
+        self._emit_stats()
+
+    # -- turning tokens into events ------------------------------------------------------------
+
+    def _accept_tokens(self, state: RequestState, tokens: list[int], drafted: list[bool]) -> bool:
+        """Append new tokens to a row, stream them, and finish the row when it must end.
+
+        Returns True when the row finished (it must then leave the batch).
+        """
+        now = time.perf_counter()
+        if state.first_token_at is None:
+            state.first_token_at = now
+        eos = self.target.tokenizer.eos_token_ids
+        text = []
+        kept_tokens: list[int] = []
+        kept_drafted: list[bool] = []
+        reason = None
+        eos_hit = False
+        for token, from_draft in zip(tokens, drafted):
+            if token in eos:
+                reason, eos_hit = FinishReason.STOP, True
+                break
+            state.generated.append(token)
+            state.from_draft.append(from_draft)
+            kept_tokens.append(token)
+            kept_drafted.append(from_draft)
+            text.append(state.text.add(token))
+            if state.text.stopped:
+                reason = FinishReason.STOP
+                break
+            if len(state.generated) >= state.max_new_tokens:
+                reason = FinishReason.LENGTH
+                break
+        state.stats.spec.emitted_tokens += len(kept_tokens) + eos_hit
+        self.generated_tokens += len(kept_tokens)
+        if reason is not None:
+            text.append(state.text.finish())
+        delta = "".join(text)
+        if kept_tokens or delta:
+            self._events.append(TokenEvent(state.request_id, kept_tokens, delta, kept_drafted))
+        if reason is not None:
+            self._finish(state, reason)
+            return True
+        return False
+
+    def _emit_stats(self) -> None:
+        now = time.perf_counter()
+        for state in self.batch.rows:
+            if now - state.last_stats_at >= self.config.stats_interval_s:
+                state.last_stats_at = now
+                self._events.append(StatsEvent(state.request_id, _copy_stats(state, now)))
+
+    def _finish(self, state: RequestState, reason: FinishReason) -> None:
+        state.finish_reason = reason
+        state.status = RequestStatus.FINISHED
+        stats = _copy_stats(state)
+        self.spec_totals.add(stats.spec)
+        self._events.append(
+            FinishedEvent(state.request_id, reason, state.text.text, list(state.generated), stats)
+        )
+
+    def _fail(self, state: RequestState, message: str) -> None:
+        state.finish_reason = FinishReason.ERROR
+        state.status = RequestStatus.FINISHED
+        self._events.append(ErrorEvent(state.request_id, message, _copy_stats(state)))
+
+    def _apply_cancellations(self) -> None:
+        if not self._cancelled:
+            return
+        ids, self._cancelled = self._cancelled, set()
+        for queue in (self.waiting, self.prefilling):
+            for state in [s for s in queue if s.request_id in ids]:
+                queue.remove(state)
+                state.cache = None
+                self._finish(state, FinishReason.CANCELLED)
+        gone = [s for s in self.batch.rows if s.request_id in ids]
+        if gone:
+            self.batch.remove(gone)
+            for state in gone:
+                state.text.finish()
+                self._finish(state, FinishReason.CANCELLED)
+
+    # -- admission -----------------------------------------------------------------------------
+
+    def _new_state(self, request: GenerationRequest) -> RequestState:
+        tokenizer = self.target.tokenizer
+        vocab = self.target.info.vocab_size
+        prompt = build_prompt(request, tokenizer, vocab_size=vocab)
+        validate_sampling(request.sampling, vocab)
+        if request.max_tokens < 1:
+            raise ValueError(f"max tokens must be at least 1, got {request.max_tokens}")
+        max_new = request.max_tokens
+        context = self.context_length
+        if context is not None:
+            if len(prompt) >= context:
+                raise ValueError(
+                    f"the prompt is {len(prompt)} tokens but the model's context holds "
+                    f"{context}: shorten the conversation or start a new chat"
+                )
+            max_new = min(max_new, context - len(prompt))
+        state = RequestState(
+            request=request,
+            prompt=prompt,
+            sampler=RowSampler(request.sampling),
+            text=TextStream(tokenizer.detokenizer, stop=tuple(s for s in request.stop if s)),
+            max_new_tokens=max_new,
+        )
+        state.stats.prompt_tokens = len(prompt)
+        return state
+
+
+def _copy_stats(state: RequestState, now: float | None = None) -> RequestStats:
+    return copy.deepcopy(state.refresh_stats(now))

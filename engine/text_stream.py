@@ -1,0 +1,66 @@
+"""Incremental detokenization with stop strings: emits only whole UTF-8 characters and never
+text that might turn out to be the start of a stop string."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class TextStream:
+    detokenizer: Any  # mlx-lm StreamingDetokenizer (its own copy per request)
+    stop: tuple[str, ...] = ()
+    emitted: int = 0  # characters of `text` already handed out
+    stopped: bool = False
+    _text: str = field(default="")
+
+    @property
+    def text(self) -> str:
+        """The reply so far, cut before a stop string once one appeared."""
+        return self._text
+
+    def add(self, token: int) -> str:
+        """Add one token; return the new text that is safe to show."""
+        if self.stopped:
+            return ""
+        self.detokenizer.add_token(token)
+        self._text = self.detokenizer.text
+        return self._release()
+
+    def finish(self) -> str:
+        """Flush what the detokenizer held back (the reply ended)."""
+        if not self.stopped:
+            self.detokenizer.finalize()
+            self._text = self.detokenizer.text
+        delta = self._release(final=True)
+        return delta
+
+    def _release(self, *, final: bool = False) -> str:
+        if not self.stopped:
+            hits = [
+                at
+                for stop in self.stop
+                if (at := self._text.find(stop, max(0, self.emitted - len(stop) + 1))) != -1
+            ]
+            if hits:
+                self._text = self._text[: min(hits)]
+                self.stopped = True
+        hold = 0 if (self.stopped or final) else _partial_stop_suffix(self._text, self.stop)
+        end = len(self._text) - hold
+        if end <= self.emitted:
+            return ""
+        delta = self._text[self.emitted : end]
+        self.emitted = end
+        return delta
+
+
+def _partial_stop_suffix(text: str, stops: tuple[str, ...]) -> int:
+    """Length of the longest tail of `text` that is a proper prefix of a stop string."""
+    best = 0
+    for stop in stops:
+        for n in range(min(len(stop) - 1, len(text)), best, -1):
+            if text.endswith(stop[:n]):
+                best = n
+                break
+    return best
