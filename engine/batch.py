@@ -11,7 +11,8 @@ from typing import Any
 import mlx.core as mx
 
 from engine.request_state import RequestState
-from engine.sampling import sample_rows
+from engine.sampling import sample_positions, sample_rows
+from engine.speculative.rollback import rollback_rows
 
 
 def merge_row_cache(row_cache: list[Any]) -> list[Any]:
@@ -26,6 +27,7 @@ class DecodeBatch:
         self.cache: list[Any] | None = None
         self.inputs: mx.array | None = None  # [B] next input tokens, possibly not yet evaluated
         self.input_is_sampled: list[bool] = []  # True: the pending input is a new token to emit
+        self._width = 0  # draft width of the last verify round
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -86,3 +88,47 @@ class DecodeBatch:
         if self.input_is_sampled[i]:
             tail = mx.concatenate([tail, inputs[i : i + 1]])
         return tail
+
+    # -- speculative rounds (not pipelined: drafting needs the last token) ---------------------
+
+    def flush(self) -> list[tuple[RequestState, int]]:
+        """Read back pending sampled inputs; returns the (row, token) pairs to emit."""
+        if not any(self.input_is_sampled):
+            return []
+        assert self.inputs is not None
+        known = self.inputs.tolist()
+        out = [(r, t) for r, t, fresh in zip(self.rows, known, self.input_is_sampled) if fresh]
+        self.input_is_sampled = [False] * len(self.rows)
+        return out
+
+    def verify(self, drafts: list[list[int]]) -> list[list[int]]:
+        """One target forward over [B, K+1]: each row's pending input and its draft.
+
+        Returns each row's target tokens for positions 0..len(draft) (the caller decides how
+        many drafts were accepted and calls `rollback`)."""
+        assert self.inputs is not None and not any(self.input_is_sampled)
+        width = max(len(d) for d in drafts)
+        firsts = self.inputs.tolist()
+        x = mx.array(
+            [[t] + d + [0] * (width - len(d)) for t, d in zip(firsts, drafts)], dtype=mx.uint32
+        )
+        logits = self.model(x, cache=self.cache)
+        contexts = [self._verify_contexts(row, d) for row, d in zip(self.rows, drafts)]
+        targets = sample_positions(logits, [r.sampler for r in self.rows], contexts)
+        self._width = width
+        return [t[: len(d) + 1] for t, d in zip(targets, drafts)]
+
+    def rollback(self, kept: list[int], next_inputs: list[int]) -> None:
+        """Keep `kept[i]` of the width+1 positions row i wrote; feed `next_inputs` next."""
+        surplus = [self._width + 1 - k for k in kept]
+        rollback_rows(self.cache, surplus)
+        self.inputs = mx.array(next_inputs, dtype=mx.uint32)
+        self.input_is_sampled = [False] * len(self.rows)
+
+    @staticmethod
+    def _verify_contexts(row: RequestState, draft: list[int]) -> list[mx.array | None]:
+        if not row.sampler.uses_context:
+            return [None] * (len(draft) + 1)
+        n = row.sampler.params.repetition_context
+        history = row.history
+        return [mx.array((history + draft[:j])[-n:], dtype=mx.uint32) for j in range(len(draft) + 1)]

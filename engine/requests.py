@@ -60,6 +60,7 @@ class SpeculativeParams:
     ngram_min: int = DEFAULT_NGRAM_MIN
     ngram_max: int = DEFAULT_NGRAM_MAX
     synthetic_acceptance: float = 0.7  # only for SpecMethod.SYNTHETIC
+    synthetic_reference: tuple[int, ...] = ()  # SYNTHETIC: the target's greedy reply, known ahead
 
 
 @dataclass

@@ -110,3 +110,23 @@ def sample_rows(
         row = sampler.process(logits[i : i + 1], contexts[i])
         tokens.append(sampler.sample(log_softmax(row)))
     return mx.concatenate(tokens, axis=0)
+
+
+def sample_positions(
+    logits: mx.array, samplers: list[RowSampler], contexts: list[list[mx.array | None]]
+) -> list[list[int]]:
+    """Target tokens at every position of [B, N, V] verify logits (one draw per position).
+
+    `contexts[i][j]` is row i's token context for position j (repetition penalty), or None.
+    """
+    if all(s.greedy and not s.uses_context for s in samplers):
+        return mx.argmax(log_softmax(logits), axis=-1).tolist()
+    rows = []
+    for i, sampler in enumerate(samplers):
+        row = logits[i]
+        if sampler.uses_context:
+            row = mx.concatenate(
+                [sampler.process(row[j : j + 1], contexts[i][j]) for j in range(row.shape[0])]
+            )
+        rows.append(sampler.sample(log_softmax(row)))
+    return mx.stack(rows).tolist()

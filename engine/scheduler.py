@@ -35,6 +35,7 @@ from engine.requests import (
     TokenEvent,
 )
 from engine.sampling import RowSampler, validate_sampling
+from engine.speculative.speculator import Speculator
 from engine.text_stream import TextStream
 
 if TYPE_CHECKING:
@@ -63,6 +64,8 @@ class Scheduler:
         self.waiting: deque[RequestState] = deque()
         self.prefilling: deque[RequestState] = deque()
         self.batch = DecodeBatch(target.model)
+        self.speculator = Speculator(vocab_size=target.info.vocab_size)
+        self._last_plain_step: float | None = None
         self.steps = 0
         self.generated_tokens = 0
         self.spec_totals = SpecStats()
@@ -77,6 +80,13 @@ class Scheduler:
 
     def has_work(self) -> bool:
         return bool(self.waiting or self.prefilling or len(self.batch))
+
+    def spec_snapshot(self) -> SpecStats:
+        """Speculation totals: finished requests plus the rows still running."""
+        total = copy.deepcopy(self.spec_totals)
+        for state in self.batch.rows:
+            total.add(state.stats.spec)
+        return total
 
     def counts(self) -> tuple[int, int]:
         """(running, waiting): running includes rows being prefilled."""
@@ -114,7 +124,7 @@ class Scheduler:
         if len(self.batch):
             self._decode()
         if self.prefilling:
-            self._prefill_chunk()
+            self._prefill()
         self.steps += 1
         if self.steps % DEFAULT_CLEAR_CACHE_EVERY == 0:
             mx.clear_cache()
@@ -126,19 +136,28 @@ class Scheduler:
             state.status = RequestStatus.PREFILLING
             self.prefilling.append(state)
 
-    def _prefill_chunk(self) -> None:
-        """Process up to one chunk of the oldest prefilling request's prompt."""
-        state = self.prefilling[0]
+    def _prefill(self) -> None:
+        """Spend up to one chunk of prompt tokens, oldest request first (short prompts share)."""
+        budget = self.config.prefill_chunk
+        while self.prefilling and budget > 0:
+            budget -= self._prefill_one(self.prefilling[0], budget)
+
+    def _prefill_one(self, state: RequestState, budget: int) -> int:
+        """Prefill up to `budget` tokens of one request alone, as mlx_lm.generate does: all
+        prompt tokens but the last; the last joins the batch as the first decode input.
+        Returns the tokens spent (at least 1, so the caller's loop always advances)."""
+        spent = 1
         try:
             if state.cache is None:
                 state.cache = make_prompt_cache(self.target.model)
             todo = len(state.prompt) - 1 - state.prefilled
             if todo > 0:
-                n = min(self.config.prefill_chunk, todo)
+                n = min(budget, todo)
                 chunk = mx.array(state.prompt[state.prefilled : state.prefilled + n])[None]
                 self.target.model(chunk, cache=state.cache)
                 mx.eval([c.state for c in state.cache])
                 state.prefilled += n
+                spent = n
                 self._events.append(
                     PrefillProgressEvent(state.request_id, state.prefilled + 1, len(state.prompt))
                 )
@@ -153,26 +172,90 @@ class Scheduler:
                 self.prefilling.popleft()
             state.cache = None
             self._fail(state, f"prompt processing failed: {exc}")
+        return spent
 
     def _decode(self) -> None:
         try:
-            produced = self.batch.step()
+            if self.speculator.active(self.batch.rows):
+                self._speculative_round()
+            else:
+                self._plain_step()
         except Exception as exc:  # noqa: BLE001 - fail the batch's rows, keep the engine
             log.exception("decode step failed")
             rows = list(self.batch.rows)
             self.batch.keep([])
             for state in rows:
-                self._fail(state, f"decoding failed: {exc}")
-            return
-        for state in list(self.batch.rows):
+                if not state.finished:
+                    self._fail(state, f"decoding failed: {exc}")
+        self._emit_stats()
+
+    def _plain_step(self) -> None:
+        start = time.perf_counter()
+        produced = self.batch.step()
+        for state in self.batch.rows:
             state.stats.spec.target_forwards += 1
-        done = []
-        for state, token in produced:
-            if self._accept_tokens(state, [token], [False]):
-                done.append(state)
+        self._accept_all([(state, [token], [False]) for state, token in produced])
+        # pipelined: a step's time is from its start to the next one's start
+        if self._last_plain_step is not None and start - self._last_plain_step < 5.0:
+            self.speculator.costs.record(1, start - self._last_plain_step)
+        self._last_plain_step = start
+
+    def _speculative_round(self) -> None:
+        """Draft for every row that speculates, verify all rows in one target forward, keep
+        each row's accepted prefix plus the target's own next token, roll back the rest."""
+        self._last_plain_step = None
+        self._accept_all([(state, [token], [False]) for state, token in self.batch.flush()])
+        if not self.batch.rows:
+            return
+        rows = list(self.batch.rows)
+        t0 = time.perf_counter()
+        plans = [self.speculator.plan(row) for row in rows]
+        drafts = [p.drafter.propose(row, p.k)[: p.k] if p.drafter else [] for row, p in zip(rows, plans)]
+        t1 = time.perf_counter()
+        if not any(drafts):
+            self._plain_step()
+            return
+        targets = self.batch.verify(drafts)
+        t2 = time.perf_counter()
+        width = max(len(d) for d in drafts)
+        self.speculator.costs.record(width + 1, t2 - t1)
+        kept, next_inputs, outcomes = [], [], []
+        for row, draft, target in zip(rows, drafts, targets):
+            accepted = 0
+            while accepted < len(draft) and draft[accepted] == target[accepted]:
+                accepted += 1
+            kept.append(accepted + 1)
+            next_inputs.append(target[accepted])
+            outcomes.append((row, target[: accepted + 1], [True] * accepted + [False]))
+            self._record_round(row, draft, accepted, t1 - t0, t2 - t1)
+            self.speculator.observe(row, draft, accepted)
+        self.batch.rollback(kept, next_inputs)
+        self._accept_all(outcomes)
+
+    def _record_round(
+        self, row: RequestState, draft: list[int], accepted: int, draft_s: float, verify_s: float
+    ) -> None:
+        spec = row.stats.spec
+        spec.target_forwards += 1
+        spec.draft_time_s += draft_s
+        spec.verify_time_s += verify_s
+        if not draft:
+            return
+        spec.rounds += 1
+        spec.draft_tokens += len(draft)
+        spec.accepted_tokens += accepted
+        for pos in range(len(draft)):
+            if len(spec.drafted_by_position) <= pos:
+                spec.drafted_by_position.append(0)
+                spec.accepted_by_position.append(0)
+            spec.drafted_by_position[pos] += 1
+            spec.accepted_by_position[pos] += pos < accepted
+
+    def _accept_all(self, produced: list[tuple[RequestState, list[int], list[bool]]]) -> None:
+        done = [state for state, tokens, drafted in produced
+                if self._accept_tokens(state, tokens, drafted)]
         if done:
             self.batch.remove(done)
-        self._emit_stats()
 
     # -- turning tokens into events ------------------------------------------------------------
 
@@ -261,6 +344,7 @@ class Scheduler:
         vocab = self.target.info.vocab_size
         prompt = build_prompt(request, tokenizer, vocab_size=vocab)
         validate_sampling(request.sampling, vocab)
+        self.speculator.validate(request.speculative)
         if request.max_tokens < 1:
             raise ValueError(f"max tokens must be at least 1, got {request.max_tokens}")
         max_new = request.max_tokens

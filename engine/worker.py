@@ -246,7 +246,7 @@ class EngineWorker(threading.Thread):
             st.steps = s.steps
             st.generated_tokens = s.generated_tokens
             st.tokens_per_s = rate if (running or waiting) else 0.0
-            st.spec = copy.deepcopy(s.spec_totals)
+            st.spec = s.spec_snapshot()
             st.blas = blas.info().name
             st.device = _device_name()
 

@@ -1,0 +1,112 @@
+"""The runs the benchmark compares: mlx-lm's BatchGenerator, mlx-lm alone (the exactness
+reference), and our engine through its public API."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from mlx_lm.generate import BatchGenerator, stream_generate
+
+from engine.api import Engine
+from engine.requests import (
+    ErrorEvent,
+    FinishedEvent,
+    GenerationRequest,
+    SpeculativeParams,
+    SpecStats,
+    TokenEvent,
+)
+
+DEFAULT_PREFILL_STEP = 512
+
+
+@dataclass
+class RunResult:
+    tokens: list[list[int]]
+    wall_s: float
+    ttft_s: list[float]
+    spec: SpecStats = field(default_factory=SpecStats)
+
+    @property
+    def generated(self) -> int:
+        return sum(len(t) for t in self.tokens)
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.generated / self.wall_s if self.wall_s > 0 else 0.0
+
+    @property
+    def mean_ttft_s(self) -> float:
+        return sum(self.ttft_s) / len(self.ttft_s) if self.ttft_s else 0.0
+
+
+def reference_tokens(model: Any, tokenizer: Any, prompt: list[int], max_tokens: int) -> list[int]:
+    """What mlx_lm.generate produces for this prompt alone (greedy), without the EOS token."""
+    out = []
+    for r in stream_generate(
+        model, tokenizer, prompt, max_tokens=max_tokens, prefill_step_size=DEFAULT_PREFILL_STEP
+    ):
+        if r.finish_reason == "stop" and r.token in tokenizer.eos_token_ids:
+            break
+        out.append(r.token)
+    return out
+
+
+def run_batch_generator(
+    model: Any, tokenizer: Any, prompts: list[list[int]], max_tokens: int
+) -> RunResult:
+    """mlx-lm's continuous batching, as `mlx_lm.batch_generate` drives it."""
+    start = time.perf_counter()
+    gen = BatchGenerator(
+        model,
+        stop_tokens=[[t] for t in tokenizer.eos_token_ids],
+        completion_batch_size=max(32, len(prompts)),
+        prefill_step_size=DEFAULT_PREFILL_STEP,
+    )
+    uids = gen.insert(prompts, [max_tokens] * len(prompts))
+    tokens = {uid: [] for uid in uids}
+    first: dict[int, float] = {}
+    while responses := gen.next_generated():
+        now = time.perf_counter()
+        for r in responses:
+            first.setdefault(r.uid, now - start)
+            if r.finish_reason != "stop":
+                tokens[r.uid].append(r.token)
+    gen.close()
+    wall = time.perf_counter() - start
+    return RunResult([tokens[u] for u in uids], wall, [first[u] for u in uids])
+
+
+async def run_ours(
+    engine: Engine,
+    prompts: list[list[int]],
+    max_tokens: int,
+    *,
+    speculative: SpeculativeParams | None = None,
+) -> RunResult:
+    """Our engine, all requests submitted at once through the public API."""
+    start = time.perf_counter()
+    spec = speculative or SpeculativeParams()
+    totals = SpecStats()
+
+    async def one(prompt: list[int]) -> tuple[list[int], float]:
+        tokens: list[int] = []
+        first = None
+        request = GenerationRequest(prompt_tokens=prompt, max_tokens=max_tokens, speculative=spec)
+        async for event in engine.submit(request):
+            if isinstance(event, TokenEvent) and event.token_ids and first is None:
+                first = time.perf_counter() - start
+            if isinstance(event, TokenEvent):
+                tokens.extend(event.token_ids)
+            elif isinstance(event, FinishedEvent):
+                totals.add(event.stats.spec)
+            elif isinstance(event, ErrorEvent):
+                raise RuntimeError(event.message)
+        return tokens, first if first is not None else time.perf_counter() - start
+
+    results = await asyncio.gather(*(one(p) for p in prompts))
+    wall = time.perf_counter() - start
+    return RunResult([r[0] for r in results], wall, [r[1] for r in results], totals)

@@ -1,0 +1,66 @@
+"""Per-row rollback of mlx-lm batch caches after a verify round.
+
+mlx-lm's `BatchKVCache.trim(n)` trims every row by the same n. After verification each row keeps
+a different number of the positions it wrote, so: roll each row right by its surplus beyond the
+smallest one (its discarded tail wraps into its left padding, which the mask hides), then trim
+every row by the smallest surplus. This is how mlx-lm's own `prepare(right_padding)`/`finalize()`
+moves right-padded prompts.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mlx.core as mx
+from mlx_lm.models.cache import BatchKVCache, BatchRotatingKVCache, dynamic_roll
+
+
+class RollbackError(RuntimeError):
+    pass
+
+
+def rollback_rows(layers: list[Any], surplus: list[int]) -> None:
+    """Drop the last `surplus[i]` positions of row i in every layer's batch cache."""
+    smallest = min(surplus)
+    shifts = [s - smallest for s in surplus]
+    roll = mx.array(shifts)[:, None] if any(shifts) else None
+    for layer in layers:
+        if isinstance(layer, BatchRotatingKVCache):
+            _rollback_rotating(layer, roll, smallest)
+        elif isinstance(layer, BatchKVCache):
+            _rollback_kv(layer, roll, smallest)
+        else:
+            raise RollbackError(f"{type(layer).__name__} cannot roll back single rows")
+
+
+def _rollback_kv(cache: BatchKVCache, roll: mx.array | None, smallest: int) -> None:
+    if roll is not None:
+        cache.keys = dynamic_roll(cache.keys[..., : cache._idx, :], roll, axis=2)
+        cache.values = dynamic_roll(cache.values[..., : cache._idx, :], roll, axis=2)
+        shift = roll[:, 0]
+        cache.left_padding = cache.left_padding + shift
+        cache.offset = cache.offset - shift
+    if smallest:
+        cache.trim(smallest)
+
+
+def _rollback_rotating(cache: BatchRotatingKVCache, roll: mx.array | None, smallest: int) -> None:
+    # A multi-token update (`_update_concat`) leaves the buffer in temporal order holding
+    # max_size - 1 older positions plus the new ones, so the discarded tail never reaches
+    # into what the window must keep.
+    if cache.rotated:
+        raise RollbackError("a rotated sliding-window cache cannot roll back")
+    if roll is not None:
+        cache.keys = dynamic_roll(cache.keys[..., : cache._idx, :], roll, axis=2)
+        cache.values = dynamic_roll(cache.values[..., : cache._idx, :], roll, axis=2)
+        shift = roll[:, 0]
+        cache.left_padding = cache.left_padding + shift
+        cache.offset = cache.offset - shift
+    if smallest:
+        cache._idx -= smallest
+        cache._offset -= smallest
+        cache.offset = cache.offset - smallest
+    # keep the buffer exactly as long as its content, so the next one-token update rotates
+    # from the true oldest position instead of a stale tail
+    cache.keys = cache.keys[..., : cache._idx, :]
+    cache.values = cache.values[..., : cache._idx, :]
