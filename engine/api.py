@@ -43,6 +43,7 @@ class EngineNotStarted(RuntimeError):
 @dataclass(frozen=True)
 class EngineConfig:
     model: str | None = None  # a model folder, a Hugging Face repo id in the local cache, or None
+    draft_model: str | None = None  # for speculative method "draft"; same tokenizer as model
     prefill_chunk: int = DEFAULT_PREFILL_CHUNK
     max_batch: int = DEFAULT_MAX_BATCH
     max_context: int | None = None  # cap below the model's own context length
@@ -57,6 +58,7 @@ class Engine:
         self._streams: dict[str, asyncio.Queue] = {}
         self._listeners: list[Callable[[EngineEvent], None]] = []
         self._ready: asyncio.Future | None = None
+        self._draft_ready: asyncio.Future | None = None
 
     # -- life cycle ----------------------------------------------------------------------------
 
@@ -78,18 +80,33 @@ class Engine:
         )
         self._worker.start()
         self._ready = self._post_load(self.config.model)
+        if self.config.draft_model:
+            self._draft_ready = self._loop.create_future()
+            self._worker.load_draft(self.config.draft_model, self._resolver(self._draft_ready))
 
     async def wait_ready(self) -> ModelInfo:
         """The loaded model's info; raises the loader's error (e.g. ModelLoadError)."""
         if self._ready is None:
             raise EngineNotStarted("call Engine.start() first")
-        return await asyncio.shield(self._ready)
+        info = await asyncio.shield(self._ready)
+        if self._draft_ready is not None:
+            await asyncio.shield(self._draft_ready)
+        return info
 
     async def load_model(self, model: str | None) -> ModelInfo:
         """Switch models; running requests are cancelled. Raises on a bad model."""
         self._require_started()
         self._ready = self._post_load(model)
         return await asyncio.shield(self._ready)
+
+    async def load_draft_model(self, model: str | None) -> ModelInfo | None:
+        """Load (or with None, unload) the draft model. Refused with a clear error when its
+        vocabulary differs from the target's. It serves requests admitted after the running
+        ones finish, since its cache must hold every running row."""
+        self._require_started()
+        future = self._loop.create_future()
+        self._worker.load_draft(model, self._resolver(future))
+        return await future
 
     async def stop(self, timeout: float = DEFAULT_STOP_TIMEOUT_S) -> None:
         if self._worker is None:

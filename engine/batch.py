@@ -6,6 +6,7 @@ Plain decoding is pipelined as in mlx-lm's GenerationBatch: the forward for step
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import mlx.core as mx
@@ -23,16 +24,26 @@ def merge_row_cache(row_cache: list[Any]) -> list[Any]:
 class DecodeBatch:
     def __init__(self, model: Any) -> None:
         self.model = model
+        self.draft: Any | None = None  # DraftModelDrafter: keeps its cache in step with ours
         self.rows: list[RequestState] = []
         self.cache: list[Any] | None = None
         self.inputs: mx.array | None = None  # [B] next input tokens, possibly not yet evaluated
         self.input_is_sampled: list[bool] = []  # True: the pending input is a new token to emit
         self._width = 0  # draft width of the last verify round
+        self.last_draft_s = 0.0  # time the draft model spent in the last verify round
 
     def __len__(self) -> int:
         return len(self.rows)
 
-    def add(self, state: RequestState, row_cache: list[Any], last_prompt_token: int) -> None:
+    def add(
+        self,
+        state: RequestState,
+        row_cache: list[Any],
+        last_prompt_token: int,
+        draft_row_cache: list[Any] | None = None,
+    ) -> None:
+        if self.draft is not None:
+            self.draft.join(draft_row_cache)
         batch_cache = merge_row_cache(row_cache)
         if self.cache is None or not self.rows:
             self.cache = batch_cache
@@ -48,6 +59,8 @@ class DecodeBatch:
         """Keep only these rows (in this order)."""
         if len(indices) == len(self.rows):
             return
+        if self.draft is not None:
+            self.draft.keep(indices)
         if not indices:
             self.rows, self.cache, self.inputs, self.input_is_sampled = [], None, None, []
             return
@@ -69,7 +82,11 @@ class DecodeBatch:
         contexts = [self._context(i, inputs) for i in range(len(self.rows))]
         logits = self.model(inputs[:, None], cache=self.cache)[:, -1, :]
         sampled = sample_rows(logits, [r.sampler for r in self.rows], contexts)
-        mx.async_eval(sampled)
+        if self.draft is not None:
+            self.draft.consume(inputs)
+            mx.async_eval(sampled, [(c.keys, c.values) for c in self.draft.cache])
+        else:
+            mx.async_eval(sampled)
         known = inputs.tolist()
         out = [
             (row, token)
@@ -101,27 +118,44 @@ class DecodeBatch:
         self.input_is_sampled = [False] * len(self.rows)
         return out
 
-    def verify(self, drafts: list[list[int]]) -> list[list[int]]:
-        """One target forward over [B, K+1]: each row's pending input and its draft.
+    def verify(
+        self, drafts: list[list[int]], draft_k: list[int] | None = None
+    ) -> tuple[list[list[int]], list[list[int]]]:
+        """One target forward over [B, width+1]: each row's pending input and its draft.
 
-        Returns each row's target tokens for positions 0..len(draft) (the caller decides how
-        many drafts were accepted and calls `rollback`)."""
+        Rows with `draft_k[i] > 0` are drafted here by the draft model (k tokens); the others
+        bring `drafts[i]`. Returns (the drafts used, the target tokens at positions
+        0..len(draft)); the caller decides how many were accepted and calls `rollback`."""
         assert self.inputs is not None and not any(self.input_is_sampled)
-        width = max(len(d) for d in drafts)
-        firsts = self.inputs.tolist()
-        x = mx.array(
-            [[t] + d + [0] * (width - len(d)) for t, d in zip(firsts, drafts)], dtype=mx.uint32
-        )
+        draft_k = draft_k or [0] * len(drafts)
+        width = max(max(len(d) for d in drafts), max(draft_k))
+        self.last_draft_s = 0.0
+        if self.draft is not None:
+            start = time.perf_counter()
+            use = [k > 0 for k in draft_k]
+            x = self.draft.draft_columns(self.inputs, drafts, use, width)
+            mx.eval(x)
+            self.last_draft_s = time.perf_counter() - start
+        else:
+            firsts = self.inputs.tolist()
+            x = mx.array(
+                [[t] + d + [0] * (width - len(d)) for t, d in zip(firsts, drafts)],
+                dtype=mx.uint32,
+            )
         logits = self.model(x, cache=self.cache)
+        columns = x.tolist()
+        drafts = [row[1 : 1 + k] if k > 0 else d for row, k, d in zip(columns, draft_k, drafts)]
         contexts = [self._verify_contexts(row, d) for row, d in zip(self.rows, drafts)]
         targets = sample_positions(logits, [r.sampler for r in self.rows], contexts)
         self._width = width
-        return [t[: len(d) + 1] for t, d in zip(targets, drafts)]
+        return drafts, [t[: len(d) + 1] for t, d in zip(targets, drafts)]
 
     def rollback(self, kept: list[int], next_inputs: list[int]) -> None:
         """Keep `kept[i]` of the width+1 positions row i wrote; feed `next_inputs` next."""
         surplus = [self._width + 1 - k for k in kept]
         rollback_rows(self.cache, surplus)
+        if self.draft is not None:
+            self.draft.rollback(surplus)
         self.inputs = mx.array(next_inputs, dtype=mx.uint32)
         self.input_is_sampled = [False] * len(self.rows)
 
@@ -131,4 +165,6 @@ class DecodeBatch:
             return [None] * (len(draft) + 1)
         n = row.sampler.params.repetition_context
         history = row.history
-        return [mx.array((history + draft[:j])[-n:], dtype=mx.uint32) for j in range(len(draft) + 1)]
+        return [
+            mx.array((history + draft[:j])[-n:], dtype=mx.uint32) for j in range(len(draft) + 1)
+        ]

@@ -25,6 +25,7 @@ class RequestState:
     max_new_tokens: int
     status: RequestStatus = RequestStatus.WAITING
     cache: list[Any] | None = None  # per-layer single-row cache while prefilling
+    draft_cache: list[Any] | None = None  # the draft model's, while prefilling
     prefilled: int = 0  # prompt tokens already in the cache
     generated: list[int] = field(default_factory=list)
     from_draft: list[bool] = field(default_factory=list)

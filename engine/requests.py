@@ -111,7 +111,9 @@ class SpecStats:
         self.rounds += other.rounds
         self.draft_tokens += other.draft_tokens
         self.accepted_tokens += other.accepted_tokens
-        self.accepted_by_position = _add_lists(self.accepted_by_position, other.accepted_by_position)
+        self.accepted_by_position = _add_lists(
+            self.accepted_by_position, other.accepted_by_position
+        )
         self.drafted_by_position = _add_lists(self.drafted_by_position, other.drafted_by_position)
         self.target_forwards += other.target_forwards
         self.emitted_tokens += other.emitted_tokens

@@ -66,6 +66,7 @@ class Scheduler:
         self.batch = DecodeBatch(target.model)
         self.speculator = Speculator(vocab_size=target.info.vocab_size)
         self._last_plain_step: float | None = None
+        self._pending_draft: tuple[object | None] | None = None
         self.steps = 0
         self.generated_tokens = 0
         self.spec_totals = SpecStats()
@@ -130,7 +131,20 @@ class Scheduler:
             mx.clear_cache()
         return self._events
 
+    def set_draft(self, drafter: object | None) -> None:
+        """Use this draft model (or none) from the next request on: it is installed once the
+        running batch has drained, since its cache must hold every running row."""
+        self._pending_draft = (drafter,)
+        self.speculator.draft_available = drafter is not None
+
     def _admit(self) -> None:
+        if self._pending_draft is not None:
+            if len(self.batch) or self.prefilling:
+                return  # let the current rows finish first
+            (drafter,) = self._pending_draft
+            self._pending_draft = None
+            self.batch.draft = drafter
+            self.speculator.draft = drafter
         while self.waiting and len(self.batch) + len(self.prefilling) < self.config.max_batch:
             state = self.waiting.popleft()
             state.status = RequestStatus.PREFILLING
@@ -148,14 +162,18 @@ class Scheduler:
         Returns the tokens spent (at least 1, so the caller's loop always advances)."""
         spent = 1
         try:
+            draft = self.batch.draft
             if state.cache is None:
                 state.cache = make_prompt_cache(self.target.model)
+                state.draft_cache = draft.new_row_cache() if draft is not None else None
             todo = len(state.prompt) - 1 - state.prefilled
             if todo > 0:
                 n = min(budget, todo)
                 chunk = mx.array(state.prompt[state.prefilled : state.prefilled + n])[None]
                 self.target.model(chunk, cache=state.cache)
                 mx.eval([c.state for c in state.cache])
+                if draft is not None:
+                    draft.prefill(state.draft_cache, chunk)
                 state.prefilled += n
                 spent = n
                 self._events.append(
@@ -163,14 +181,14 @@ class Scheduler:
                 )
             if state.prefilled >= len(state.prompt) - 1:
                 self.prefilling.popleft()
-                self.batch.add(state, state.cache, state.prompt[-1])
-                state.cache = None
+                self.batch.add(state, state.cache, state.prompt[-1], state.draft_cache)
+                state.cache = state.draft_cache = None
                 state.status = RequestStatus.RUNNING
         except Exception as exc:  # noqa: BLE001 - a failing prompt fails only its request
             log.exception("prefill failed for %s", state.request_id)
             if self.prefilling and self.prefilling[0] is state:
                 self.prefilling.popleft()
-            state.cache = None
+            state.cache = state.draft_cache = None
             self._fail(state, f"prompt processing failed: {exc}")
         return spent
 
@@ -210,15 +228,23 @@ class Scheduler:
         rows = list(self.batch.rows)
         t0 = time.perf_counter()
         plans = [self.speculator.plan(row) for row in rows]
-        drafts = [p.drafter.propose(row, p.k)[: p.k] if p.drafter else [] for row, p in zip(rows, plans)]
+        by_model = [
+            p.k if p.drafter is not None and p.drafter is self.batch.draft else 0 for p in plans
+        ]
+        drafts = [
+            p.drafter.propose(row, p.k)[: p.k] if p.drafter is not None and p.k and not k else []
+            for row, p, k in zip(rows, plans, by_model)
+        ]
         t1 = time.perf_counter()
-        if not any(drafts):
+        if not any(drafts) and not any(by_model):
             self._plain_step()
             return
-        targets = self.batch.verify(drafts)
+        drafts, targets = self.batch.verify(drafts, by_model)
         t2 = time.perf_counter()
+        draft_s = (t1 - t0) + self.batch.last_draft_s
+        verify_s = t2 - t1 - self.batch.last_draft_s
         width = max(len(d) for d in drafts)
-        self.speculator.costs.record(width + 1, t2 - t1)
+        self.speculator.costs.record(width + 1, verify_s)
         kept, next_inputs, outcomes = [], [], []
         for row, draft, target in zip(rows, drafts, targets):
             accepted = 0
@@ -227,7 +253,7 @@ class Scheduler:
             kept.append(accepted + 1)
             next_inputs.append(target[accepted])
             outcomes.append((row, target[: accepted + 1], [True] * accepted + [False]))
-            self._record_round(row, draft, accepted, t1 - t0, t2 - t1)
+            self._record_round(row, draft, accepted, draft_s, verify_s)
             self.speculator.observe(row, draft, accepted)
         self.batch.rollback(kept, next_inputs)
         self._accept_all(outcomes)
@@ -252,8 +278,11 @@ class Scheduler:
             spec.accepted_by_position[pos] += pos < accepted
 
     def _accept_all(self, produced: list[tuple[RequestState, list[int], list[bool]]]) -> None:
-        done = [state for state, tokens, drafted in produced
-                if self._accept_tokens(state, tokens, drafted)]
+        done = [
+            state
+            for state, tokens, drafted in produced
+            if self._accept_tokens(state, tokens, drafted)
+        ]
         if done:
             self.batch.remove(done)
 

@@ -52,6 +52,12 @@ class _Load:
 
 
 @dataclass
+class _LoadDraft:
+    model: str | None  # None unloads the draft model
+    done: Callable[[Any, BaseException | None], None]
+
+
+@dataclass
 class _Stop:
     pass
 
@@ -119,6 +125,11 @@ class EngineWorker(threading.Thread):
     def load(self, model: str | None, done: Callable[[Any, BaseException | None], None]) -> None:
         self.post(_Load(model, done))
 
+    def load_draft(
+        self, model: str | None, done: Callable[[Any, BaseException | None], None]
+    ) -> None:
+        self.post(_LoadDraft(model, done))
+
     def call(self, fn: Callable[[], Any], done: Callable[[Any, BaseException | None], None]):
         self.post(_Call(fn, done))
 
@@ -168,6 +179,8 @@ class EngineWorker(threading.Thread):
                 self._scheduler.cancel(command.request_id)
         elif isinstance(command, _Load):
             self._load(command)
+        elif isinstance(command, _LoadDraft):
+            self._load_draft(command)
         elif isinstance(command, _Call):
             try:
                 result = command.fn()
@@ -219,10 +232,43 @@ class EngineWorker(threading.Thread):
         )
         with self._stats_lock:
             self._stats.model = target.info
+            self._stats.draft_model = None
             self._stats.status = "ready"
             self._stats.error = None
         self._announce(ModelLoadedEvent(target.info))
         command.done(target.info, None)
+
+    def _load_draft(self, command: _LoadDraft) -> None:
+        from engine.models import ModelLoadError, check_draft_compatible, load_model
+        from engine.speculative.draft_model import DraftModelDrafter
+
+        if self._scheduler is None:
+            command.done(None, ModelLoadError("load a target model before a draft model"))
+            return
+        if command.model is None:
+            self._scheduler.set_draft(None)
+            with self._stats_lock:
+                self._stats.draft_model = None
+            command.done(None, None)
+            return
+        try:
+            draft = load_model(command.model)
+            check_draft_compatible(self._target, draft)
+            if draft.info.sliding_window:
+                raise ModelLoadError(
+                    f"The draft {draft.info.name} uses a sliding-window cache, which cannot roll "
+                    "back one token at a time; choose a draft without sliding-window attention"
+                )
+        except Exception as exc:  # noqa: BLE001 - reported to the caller, engine keeps going
+            log.warning("draft model load failed: %s", exc)
+            self._announce(EngineErrorEvent(str(exc)))
+            command.done(None, exc)
+            return
+        self._scheduler.set_draft(DraftModelDrafter(draft))
+        with self._stats_lock:
+            self._stats.draft_model = draft.info
+        self._announce(ModelLoadedEvent(self._target.info, draft.info))
+        command.done(draft.info, None)
 
     def _set_status(self, status: str, *, error: str | None = None) -> None:
         with self._stats_lock:

@@ -17,7 +17,10 @@ class PromptLookupDrafter:
     def propose(self, row: RequestState, k: int) -> list[int]:
         spec = row.request.speculative
         return lookup(
-            row.history, k, ngram_min=spec.ngram_min, ngram_max=spec.ngram_max,
+            row.history,
+            k,
+            ngram_min=spec.ngram_min,
+            ngram_max=spec.ngram_max,
             window=self.search_window,
         )
 
@@ -25,9 +28,7 @@ class PromptLookupDrafter:
         pass
 
 
-def lookup(
-    tokens: list[int], k: int, *, ngram_min: int, ngram_max: int, window: int
-) -> list[int]:
+def lookup(tokens: list[int], k: int, *, ngram_min: int, ngram_max: int, window: int) -> list[int]:
     """The continuation (up to k tokens) of the longest n-gram suffix match, most recent first."""
     if k <= 0:
         return []

@@ -24,6 +24,7 @@ class Speculator:
         self.lookup = PromptLookupDrafter()
         self.synthetic = SyntheticDrafter(vocab_size=vocab_size)
         self.draft = draft  # a DraftModelDrafter when a draft model is loaded
+        self.draft_available = draft is not None  # loaded, or waiting for the batch to drain
         self.costs = CostModel()
 
     def validate(self, spec: SpeculativeParams) -> None:
@@ -31,12 +32,14 @@ class Speculator:
         if method == SpecMethod.OFF:
             return
         if not 1 <= spec.draft_tokens <= MAX_DRAFT_TOKENS:
-            raise ValueError(f"draft tokens must be 1 to {MAX_DRAFT_TOKENS}, got {spec.draft_tokens}")
+            raise ValueError(
+                f"draft tokens must be 1 to {MAX_DRAFT_TOKENS}, got {spec.draft_tokens}"
+            )
         if not 1 <= spec.ngram_min <= spec.ngram_max:
             raise ValueError(
                 f"n-gram sizes need 1 <= min <= max, got {spec.ngram_min}..{spec.ngram_max}"
             )
-        if method == SpecMethod.DRAFT_MODEL and self.draft is None:
+        if method == SpecMethod.DRAFT_MODEL and not self.draft_available:
             raise ValueError("speculative method 'draft' needs a draft model: load one first")
         if method == SpecMethod.SYNTHETIC and not spec.synthetic_reference:
             raise ValueError("the synthetic drafter needs a reference reply (benchmarks only)")

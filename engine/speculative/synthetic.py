@@ -27,8 +27,9 @@ class SyntheticDrafter:
         truth = list(reference[start : start + k])
         p = spec.synthetic_acceptance
         return [
-            t if self._rng.random() < p else (t + 1 + self._rng.randrange(self.vocab_size - 1))
-            % self.vocab_size
+            t
+            if self._rng.random() < p
+            else (t + 1 + self._rng.randrange(self.vocab_size - 1)) % self.vocab_size
             for t in truth
         ]
 
