@@ -202,7 +202,7 @@ class EngineWorker(threading.Thread):
         self._publish_stats(force=False)
 
     def _load(self, command: _Load) -> None:
-        from engine.models import load_model
+        from engine.random_model import load_any as load_model
         from engine.scheduler import Scheduler, SchedulerConfig
 
         self._set_status("loading")

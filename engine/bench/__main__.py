@@ -15,19 +15,21 @@ import sys
 import time
 from pathlib import Path
 
-import engine  # noqa: F401  (OpenBLAS before MLX)
 import mlx.core as mx
 
+import engine  # noqa: F401  (OpenBLAS before MLX)
 from engine import blas
 from engine.api import Engine, EngineConfig
 from engine.bench.baselines import (
     RunResult,
     reference_tokens,
     run_batch_generator,
+    run_mlx_lm_speculative,
     run_ours,
 )
+from engine.bench.charts import speedup_chart
 from engine.bench.workloads import WORKLOADS, messages_for, prompt_ids
-from engine.requests import SpecMethod, SpeculativeParams
+from engine.requests import SpecMethod, SpecStats, SpeculativeParams
 
 DEFAULT_CONCURRENCY = (1, 4, 8)
 DEFAULT_MAX_TOKENS = 64
@@ -36,18 +38,28 @@ DEFAULT_REPEATS = 2
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m engine.bench", description=__doc__)
-    p.add_argument("--model", default=None, help="model folder or HF repo id (default: SmolLM2)")
+    p.add_argument("--model", default=None, help="model folder, HF repo id, random:1b|8b|tiny")
+    p.add_argument("--draft-model", default=None, help="draft model for --speculative draft")
     p.add_argument("--concurrency", type=int, nargs="+", default=list(DEFAULT_CONCURRENCY))
     p.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS)
     p.add_argument("--workload", choices=WORKLOADS, default="chat")
     p.add_argument(
         "--speculative", choices=[m.value for m in SpecMethod], default=SpecMethod.OFF.value
     )
-    p.add_argument("--draft-tokens", type=int, default=4)
+    p.add_argument("--draft-tokens", type=int, nargs="+", default=[4])
+    p.add_argument(
+        "--acceptance",
+        type=float,
+        nargs="+",
+        default=[0.7],
+        help="synthetic drafter's acceptance rates",
+    )
     p.add_argument("--repeats", type=int, default=DEFAULT_REPEATS, help="alternated runs each")
     p.add_argument("--prefill-chunk", type=int, default=512)
+    p.add_argument("--no-baseline", action="store_true", help="skip mlx-lm's BatchGenerator")
     p.add_argument("--no-check", action="store_true", help="skip the mlx_lm.generate check")
     p.add_argument("--json", type=Path, default=None, help="write results here")
+    p.add_argument("--chart", type=Path, default=None, help="synthetic sweep chart (PNG)")
     return p.parse_args(argv)
 
 
@@ -62,15 +74,34 @@ def machine() -> dict:
     }
 
 
-async def bench(args: argparse.Namespace) -> dict:
-    from engine.models import load_model
+def spec_configs(args: argparse.Namespace) -> list[SpeculativeParams]:
+    method = SpecMethod(args.speculative)
+    if method == SpecMethod.OFF:
+        return []
+    rates = args.acceptance if method == SpecMethod.SYNTHETIC else [None]
+    return [
+        SpeculativeParams(method=method, draft_tokens=k, synthetic_acceptance=a or 0.0)
+        for k in args.draft_tokens
+        for a in rates
+    ]
 
-    loaded = load_model(args.model)
+
+def with_reference(spec: SpeculativeParams, reference: list[int]) -> SpeculativeParams:
+    if spec.method != SpecMethod.SYNTHETIC:
+        return spec
+    return SpeculativeParams(**{**spec.__dict__, "synthetic_reference": tuple(reference)})
+
+
+async def bench(args: argparse.Namespace) -> dict:
+    from engine.random_model import load_any
+
+    loaded = load_any(args.model)
     model, tokenizer = loaded.model, loaded.tokenizer
-    spec = SpeculativeParams(method=SpecMethod(args.speculative), draft_tokens=args.draft_tokens)
+    draft = load_any(args.draft_model) if args.draft_model else None
     eng = Engine(
         EngineConfig(
             model=args.model,
+            draft_model=args.draft_model,
             prefill_chunk=args.prefill_chunk,
             max_batch=max(args.concurrency),
             log_blas=False,
@@ -78,64 +109,117 @@ async def bench(args: argparse.Namespace) -> dict:
     )
     eng.start()
     await eng.wait_ready()
+    if args.model and args.model.startswith("random:"):
+        # the engine built its own random weights: give the baselines the very same ones
+        model = await eng.run_on_engine_thread(lambda: eng._worker._target.model)
     references: dict[tuple[int, ...], list[int]] = {}
+    configs = spec_configs(args)
 
     warm = [prompt_ids(tokenizer, m) for m in messages_for(args.workload, 2)]
-    run_batch_generator(model, tokenizer, warm, 8)
-    await run_ours(eng, warm, 8, speculative=spec)
+    if not args.no_baseline:
+        run_batch_generator(model, tokenizer, warm, 8)
+    await run_ours(eng, warm, 8)
 
     results = []
     for c in args.concurrency:
         prompts = [prompt_ids(tokenizer, m) for m in messages_for(args.workload, c)]
-        base_runs: list[RunResult] = []
-        our_runs: list[RunResult] = []
-        for _ in range(args.repeats):
-            base_runs.append(run_batch_generator(model, tokenizer, prompts, args.max_tokens))
-            our_runs.append(await run_ours(eng, prompts, args.max_tokens, speculative=spec))
-        lossless = None
-        if not args.no_check:
+        need_refs = not args.no_check or any(s.method == SpecMethod.SYNTHETIC for s in configs)
+        if need_refs:
             for p in prompts:
                 if tuple(p) not in references:
                     references[tuple(p)] = reference_tokens(model, tokenizer, p, args.max_tokens)
-            expected = [references[tuple(p)] for p in prompts]
-            lossless = all(run.tokens == expected for run in our_runs)
-            base_lossless = all(run.tokens == expected for run in base_runs)
-        ours = statistics.median(r.tokens_per_s for r in our_runs)
-        base = statistics.median(r.tokens_per_s for r in base_runs)
-        row = {
-            "concurrency": c,
-            "speculative": args.speculative,
-            "draft_tokens": args.draft_tokens if args.speculative != "off" else 0,
-            "workload": args.workload,
-            "max_tokens": args.max_tokens,
-            "ours_tokens_per_s": round(ours, 2),
-            "baseline_tokens_per_s": round(base, 2),
-            "ratio": round(ours / base, 3) if base else None,
-            "ours_mean_ttft_s": round(statistics.median(r.mean_ttft_s for r in our_runs), 3),
-            "baseline_mean_ttft_s": round(statistics.median(r.mean_ttft_s for r in base_runs), 3),
-            "lossless": lossless,
-            "baseline_lossless": base_lossless if lossless is not None else None,
-            "ours_runs_tokens_per_s": [round(r.tokens_per_s, 2) for r in our_runs],
-            "baseline_runs_tokens_per_s": [round(r.tokens_per_s, 2) for r in base_runs],
-        }
-        results.append(row)
-        print_row(row)
+        expected = [references[tuple(p)] for p in prompts] if need_refs else None
+        base_runs: list[RunResult] = []
+        plain_runs: list[RunResult] = []
+        spec_runs: dict[int, list[RunResult]] = {i: [] for i in range(len(configs))}
+        for _ in range(args.repeats):
+            if not args.no_baseline:
+                base_runs.append(run_batch_generator(model, tokenizer, prompts, args.max_tokens))
+            plain_runs.append(await run_ours(eng, prompts, args.max_tokens))
+            for i, spec in enumerate(configs):
+                specs = [with_reference(spec, r) for r in expected] if expected else spec
+                spec_runs[i].append(
+                    await run_ours(eng, prompts, args.max_tokens, speculative=specs)
+                )
+        mlx_spec = None
+        if c == 1 and draft is not None and configs:
+            mlx_spec = statistics.median(
+                run_mlx_lm_speculative(
+                    model,
+                    draft.model,
+                    tokenizer,
+                    prompts[0],
+                    args.max_tokens,
+                    configs[0].draft_tokens,
+                ).tokens_per_s
+                for _ in range(args.repeats)
+            )
+        base = statistics.median(r.tokens_per_s for r in base_runs) if base_runs else None
+        plain = statistics.median(r.tokens_per_s for r in plain_runs)
+        variants = [(None, plain_runs)] + [(configs[i], runs) for i, runs in spec_runs.items()]
+        for spec, runs in variants:
+            if spec is None and configs:
+                continue  # the plain runs are reported inside each speculative row
+            row = make_row(args, c, spec, runs, base_runs, plain, base, expected, mlx_spec)
+            results.append(row)
+            print_row(row)
     await eng.stop()
     return {
         "command": "python -m engine.bench " + " ".join(sys.argv[1:]),
         "date": time.strftime("%Y-%m-%d %H:%M"),
         "machine": machine(),
         "model": loaded.info.name,
+        "draft_model": draft.info.name if draft else None,
         "results": results,
     }
 
 
+def make_row(args, c, spec, runs, base_runs, plain, base, expected, mlx_spec) -> dict:
+    ours = statistics.median(r.tokens_per_s for r in runs)
+    totals = SpecStats()
+    for r in runs:
+        totals.add(r.spec)
+    by_pos = [
+        round(a / d, 3) if d else 0.0
+        for a, d in zip(totals.accepted_by_position, totals.drafted_by_position)
+    ]
+    return {
+        "concurrency": c,
+        "speculative": spec.method.value if spec else "off",
+        "draft_tokens": spec.draft_tokens if spec else 0,
+        "acceptance": spec.synthetic_acceptance
+        if spec and spec.method == SpecMethod.SYNTHETIC
+        else None,
+        "workload": args.workload,
+        "max_tokens": args.max_tokens,
+        "ours_tokens_per_s": round(ours, 2),
+        "baseline_tokens_per_s": round(base, 2) if base else None,
+        "ratio": round(ours / base, 3) if base else None,
+        "plain_tokens_per_s": round(plain, 2),
+        "speedup_vs_plain": round(ours / plain, 3) if plain else None,
+        "mlx_lm_speculative_tokens_per_s": round(mlx_spec, 2) if mlx_spec else None,
+        "acceptance_by_position": by_pos,
+        "mean_acceptance_length": round(totals.mean_acceptance_length, 3),
+        "tokens_per_forward": round(totals.tokens_per_forward, 3),
+        "ours_mean_ttft_s": round(statistics.median(r.mean_ttft_s for r in runs), 3),
+        "baseline_mean_ttft_s": round(statistics.median(r.mean_ttft_s for r in base_runs), 3)
+        if base_runs
+        else None,
+        "lossless": all(r.tokens == expected for r in runs) if expected else None,
+        "ours_runs_tokens_per_s": [round(r.tokens_per_s, 2) for r in runs],
+    }
+
+
 def print_row(row: dict) -> None:
+    base = row["baseline_tokens_per_s"]
+    extra = f" mlx-lm {base:8.2f} tok/s ratio {row['ratio']:.3f}" if base else ""
+    accept = f" p={row['acceptance']}" if row["acceptance"] is not None else ""
     print(
-        f"c={row['concurrency']:>3} {row['workload']:<8} spec={row['speculative']:<9} "
-        f"ours {row['ours_tokens_per_s']:8.2f} tok/s  mlx-lm {row['baseline_tokens_per_s']:8.2f} "
-        f"tok/s  ratio {row['ratio']:.3f}  ttft ours {row['ours_mean_ttft_s']:.2f}s "
-        f"mlx-lm {row['baseline_mean_ttft_s']:.2f}s  lossless={row['lossless']}",
+        f"c={row['concurrency']:>3} {row['workload']:<8} spec={row['speculative']}"
+        f"(k={row['draft_tokens']}{accept}) ours {row['ours_tokens_per_s']:8.2f} tok/s{extra}"
+        f" plain {row['plain_tokens_per_s']:8.2f} x{row['speedup_vs_plain']:.2f}"
+        f" MAL {row['mean_acceptance_length']:.2f} ttft {row['ours_mean_ttft_s']:.2f}s"
+        f" lossless={row['lossless']}",
         flush=True,
     )
 
@@ -149,6 +233,10 @@ def main(argv: list[str] | None = None) -> int:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(report, indent=2))
         print(f"wrote {args.json}")
+    if args.chart:
+        title = f"{report['model']} on {report['machine']['device']}"
+        if speedup_chart(report["results"], args.chart, title=title):
+            print(f"wrote {args.chart}")
     return 0 if all(r["lossless"] is not False for r in report["results"]) else 1
 
 

@@ -15,8 +15,8 @@ from engine.requests import (
     ErrorEvent,
     FinishedEvent,
     GenerationRequest,
-    SpeculativeParams,
     SpecStats,
+    SpeculativeParams,
     TokenEvent,
 )
 
@@ -55,6 +55,23 @@ def reference_tokens(model: Any, tokenizer: Any, prompt: list[int], max_tokens: 
     return out
 
 
+def run_mlx_lm_speculative(
+    model: Any, draft: Any, tokenizer: Any, prompt: list[int], max_tokens: int, k: int
+) -> RunResult:
+    """mlx-lm's own speculative decoding (one request at a time: it cannot batch)."""
+    start = time.perf_counter()
+    out: list[int] = []
+    first = None
+    for r in stream_generate(
+        model, tokenizer, prompt, max_tokens=max_tokens, draft_model=draft, num_draft_tokens=k
+    ):
+        first = first if first is not None else time.perf_counter() - start
+        if r.finish_reason == "stop" and r.token in tokenizer.eos_token_ids:
+            break
+        out.append(r.token)
+    return RunResult([out], time.perf_counter() - start, [first or 0.0])
+
+
 def run_batch_generator(
     model: Any, tokenizer: Any, prompts: list[list[int]], max_tokens: int
 ) -> RunResult:
@@ -85,17 +102,19 @@ async def run_ours(
     prompts: list[list[int]],
     max_tokens: int,
     *,
-    speculative: SpeculativeParams | None = None,
+    speculative: SpeculativeParams | list[SpeculativeParams] | None = None,
 ) -> RunResult:
     """Our engine, all requests submitted at once through the public API."""
     start = time.perf_counter()
-    spec = speculative or SpeculativeParams()
+    specs = speculative if isinstance(speculative, list) else [speculative] * len(prompts)
     totals = SpecStats()
 
-    async def one(prompt: list[int]) -> tuple[list[int], float]:
+    async def one(prompt: list[int], spec: SpeculativeParams | None) -> tuple[list[int], float]:
         tokens: list[int] = []
         first = None
-        request = GenerationRequest(prompt_tokens=prompt, max_tokens=max_tokens, speculative=spec)
+        request = GenerationRequest(
+            prompt_tokens=prompt, max_tokens=max_tokens, speculative=spec or SpeculativeParams()
+        )
         async for event in engine.submit(request):
             if isinstance(event, TokenEvent) and event.token_ids and first is None:
                 first = time.perf_counter() - start
@@ -107,6 +126,6 @@ async def run_ours(
                 raise RuntimeError(event.message)
         return tokens, first if first is not None else time.perf_counter() - start
 
-    results = await asyncio.gather(*(one(p) for p in prompts))
+    results = await asyncio.gather(*(one(p, s) for p, s in zip(prompts, specs)))
     wall = time.perf_counter() - start
     return RunResult([r[0] for r in results], wall, [r[1] for r in results], totals)

@@ -1,0 +1,41 @@
+"""Charts for docs/: speed-up over our plain decoding against draft acceptance, per k and
+concurrency (synthetic drafter)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def speedup_chart(results: list[dict], path: Path, *, title: str) -> Path | None:
+    rows = [r for r in results if r.get("acceptance") is not None]
+    if not rows:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    concurrencies = sorted({r["concurrency"] for r in rows})
+    fig, axes = plt.subplots(
+        1, len(concurrencies), figsize=(4.2 * len(concurrencies), 3.6), sharey=True, squeeze=False
+    )
+    for ax, c in zip(axes[0], concurrencies):
+        for k in sorted({r["draft_tokens"] for r in rows}):
+            pts = sorted(
+                (r["acceptance"], r["speedup_vs_plain"])
+                for r in rows
+                if r["concurrency"] == c and r["draft_tokens"] == k
+            )
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=f"k={k}")
+        ax.axhline(1.0, color="grey", lw=0.8, ls="--")
+        ax.set_title(f"concurrency {c}")
+        ax.set_xlabel("draft acceptance (synthetic)")
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("speed-up vs our plain decoding")
+    axes[0][-1].legend()
+    fig.suptitle(title)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

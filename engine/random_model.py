@@ -1,0 +1,107 @@
+"""Random-weight llama targets of a set size, for benchmarks on machines without real weights
+(the H200 reaches no model hub). Spec: "random:1b", "random:8b" (bf16) or "random:tiny".
+
+The tokenizer is the default model's (SmolLM2's 49152-token BPE), from TANDEM_TOKENIZER_DIR or
+the converted default model, so the engine runs exactly as with a real model.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import mlx.core as mx
+import mlx.nn as nn
+
+from engine.requests import ModelInfo
+
+RANDOM_PREFIX = "random:"
+DEFAULT_DTYPE = "bfloat16"
+PRESETS: dict[str, dict[str, int]] = {
+    "tiny": dict(
+        hidden_size=64,
+        num_hidden_layers=2,
+        intermediate_size=128,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+    ),
+    "1b": dict(
+        hidden_size=2048,
+        num_hidden_layers=16,
+        intermediate_size=8192,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+    ),
+    "8b": dict(
+        hidden_size=4096,
+        num_hidden_layers=32,
+        intermediate_size=14336,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+    ),
+}
+VOCAB_SIZE = 49152
+
+
+def is_random_spec(spec: str | None) -> bool:
+    return bool(spec) and spec.startswith(RANDOM_PREFIX)
+
+
+def tokenizer_dir() -> Path:
+    env = os.environ.get("TANDEM_TOKENIZER_DIR")
+    if env:
+        return Path(env)
+    from engine.default_model import ensure_default_model
+
+    return ensure_default_model()
+
+
+def load_random(spec: str, *, seed: int = 0) -> Any:
+    """A LoadedModel with random weights of the preset's shape."""
+    from mlx_lm.models import llama
+    from mlx_lm.tokenizer_utils import load as load_tokenizer
+
+    from engine.models import LoadedModel
+
+    preset = spec[len(RANDOM_PREFIX) :]
+    if preset not in PRESETS:
+        raise ValueError(f"unknown random model {preset!r}; choose from {sorted(PRESETS)}")
+    dtype = mx.float32 if str(mx.default_device()).startswith("Device(cpu") else mx.bfloat16
+    args = llama.ModelArgs(
+        model_type="llama",
+        vocab_size=VOCAB_SIZE,
+        rms_norm_eps=1e-5,
+        tie_word_embeddings=False,
+        max_position_embeddings=8192,
+        rope_theta=500000.0,
+        **PRESETS[preset],
+    )
+    mx.random.seed(seed)
+    model = llama.Model(args)
+    # small weights keep bf16 activations finite through many random layers
+    model.update(nn.utils.tree_map(lambda p: (p * 0.02).astype(dtype), model.parameters()))
+    mx.eval(model.parameters())
+    folder = tokenizer_dir()
+    tokenizer = load_tokenizer(folder)
+    n_params = sum(v.size for _, v in nn.utils.tree_flatten(model.parameters()))
+    info = ModelInfo(
+        name=f"random-{preset} ({n_params / 1e9:.2f}B, {dtype})",
+        path=str(folder),
+        architecture="llama",
+        parameters=n_params,
+        bytes=n_params * dtype.size,
+        vocab_size=VOCAB_SIZE,
+        context_length=args.max_position_embeddings,
+        dtype=str(dtype),
+    )
+    return LoadedModel(model=model, tokenizer=tokenizer, path=folder, info=info, config=vars(args))
+
+
+def load_any(spec: str | None, **kwargs: Any) -> Any:
+    """`engine.models.load_model`, or a random-weight model for a "random:" spec."""
+    if is_random_spec(spec):
+        return load_random(spec)
+    from engine.models import load_model
+
+    return load_model(spec, **kwargs)
