@@ -146,9 +146,10 @@ class DecodeBatch:
         columns = x.tolist()
         drafts = [row[1 : 1 + k] if k > 0 else d for row, k, d in zip(columns, draft_k, drafts)]
         contexts = [self._verify_contexts(row, d) for row, d in zip(self.rows, drafts)]
-        targets = sample_positions(logits, [r.sampler for r in self.rows], contexts)
+        lengths = [len(d) + 1 for d in drafts]
+        targets = sample_positions(logits, [r.sampler for r in self.rows], contexts, lengths)
         self._width = width
-        return drafts, [t[: len(d) + 1] for t, d in zip(targets, drafts)]
+        return drafts, targets
 
     def rollback(self, kept: list[int], next_inputs: list[int]) -> None:
         """Keep `kept[i]` of the width+1 positions row i wrote; feed `next_inputs` next."""

@@ -113,20 +113,27 @@ def sample_rows(
 
 
 def sample_positions(
-    logits: mx.array, samplers: list[RowSampler], contexts: list[list[mx.array | None]]
+    logits: mx.array,
+    samplers: list[RowSampler],
+    contexts: list[list[mx.array | None]],
+    lengths: list[int],
 ) -> list[list[int]]:
-    """Target tokens at every position of [B, N, V] verify logits (one draw per position).
+    """Target tokens at the first `lengths[i]` positions of row i of [B, N, V] verify logits.
 
     `contexts[i][j]` is row i's token context for position j (repetition penalty), or None.
+    A row samples only its own positions, so a row without a draft draws exactly what a
+    plain decode step would have drawn with its key.
     """
     if all(s.greedy and not s.uses_context for s in samplers):
-        return mx.argmax(log_softmax(logits), axis=-1).tolist()
+        tokens = mx.argmax(log_softmax(logits), axis=-1).tolist()
+        return [t[:n] for t, n in zip(tokens, lengths)]
     rows = []
     for i, sampler in enumerate(samplers):
-        row = logits[i]
+        row = logits[i, : lengths[i]]
         if sampler.uses_context:
             row = mx.concatenate(
                 [sampler.process(row[j : j + 1], contexts[i][j]) for j in range(row.shape[0])]
             )
         rows.append(sampler.sample(log_softmax(row)))
-    return mx.stack(rows).tolist()
+    mx.eval(rows)
+    return [r.tolist() for r in rows]

@@ -363,7 +363,9 @@ class Scheduler:
         if gone:
             self.batch.remove(gone)
             for state in gone:
-                state.text.finish()
+                held = state.text.finish()  # text held back (half a character, a stop prefix)
+                if held:
+                    self._events.append(TokenEvent(state.request_id, [], held, []))
                 self._finish(state, FinishReason.CANCELLED)
 
     # -- admission -----------------------------------------------------------------------------

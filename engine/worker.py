@@ -23,6 +23,7 @@ from engine.requests import (
     EngineStats,
     ErrorEvent,
     Event,
+    FinishedEvent,
     GenerationRequest,
     LoadProgressEvent,
     ModelLoadedEvent,
@@ -199,7 +200,8 @@ class EngineWorker(threading.Thread):
             return
         if events:
             self._deliver(events)
-        self._publish_stats(force=False)
+        ended = any(isinstance(e, FinishedEvent | ErrorEvent) for e in events)
+        self._publish_stats(force=ended)
 
     def _load(self, command: _Load) -> None:
         from engine.random_model import load_any as load_model
