@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import asyncio
 
-import engine  # noqa: F401  (OpenBLAS before MLX)
 import pytest
 
+import engine  # noqa: F401  (OpenBLAS before MLX)
 from engine.api import Engine, EngineConfig
 from engine.bench.baselines import reference_tokens
 from engine.bench.workloads import messages_for, prompt_ids

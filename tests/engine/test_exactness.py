@@ -8,11 +8,11 @@ from __future__ import annotations
 import asyncio
 import random
 
-import engine  # noqa: F401  (OpenBLAS before MLX)
 import pytest
 from mlx_lm import load as mlx_load
 from mlx_lm.generate import stream_generate
 
+import engine  # noqa: F401  (OpenBLAS before MLX)
 from engine.api import Engine, EngineConfig
 from engine.requests import (
     ErrorEvent,

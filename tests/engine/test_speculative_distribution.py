@@ -7,11 +7,11 @@ import asyncio
 import math
 from collections import Counter
 
-import engine  # noqa: F401  (OpenBLAS before MLX)
 import mlx.core as mx
 import pytest
 from mlx_lm import load as mlx_load
 
+import engine  # noqa: F401  (OpenBLAS before MLX)
 from engine.api import Engine, EngineConfig
 from engine.requests import (
     GenerationRequest,
