@@ -4,6 +4,11 @@ Importing this package interposes OpenBLAS before MLX loads (Linux CPU), so impo
 before anything imports `mlx.core`.
 """
 
-from engine import blas as _blas
+import os as _os
+
+# Tandem never downloads: set before anything imports huggingface_hub or transformers.
+_os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from engine import blas as _blas  # noqa: E402
 
 _blas.interpose()

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import mlx.core as mx
-from mlx_lm.models.cache import make_prompt_cache
 
 from engine.batch import DecodeBatch
+from engine.prefill import ensure_caches, plan_chunks, prefill_alone, prefill_together
 from engine.prompt import build_prompt
 from engine.request_state import RequestState
 from engine.requests import (
@@ -65,7 +65,6 @@ class Scheduler:
         self.prefilling: deque[RequestState] = deque()
         self.batch = DecodeBatch(target.model)
         self.speculator = Speculator(vocab_size=target.info.vocab_size)
-        self._last_plain_step: float | None = None
         self._pending_draft: tuple[object | None] | None = None
         self.steps = 0
         self.generated_tokens = 0
@@ -151,46 +150,47 @@ class Scheduler:
             self.prefilling.append(state)
 
     def _prefill(self) -> None:
-        """Spend up to one chunk of prompt tokens, oldest request first (short prompts share)."""
-        budget = self.config.prefill_chunk
-        while self.prefilling and budget > 0:
-            budget -= self._prefill_one(self.prefilling[0], budget)
-
-    def _prefill_one(self, state: RequestState, budget: int) -> int:
-        """Prefill up to `budget` tokens of one request alone, as mlx_lm.generate does: all
-        prompt tokens but the last; the last joins the batch as the first decode input.
-        Returns the tokens spent (at least 1, so the caller's loop always advances)."""
-        spent = 1
-        try:
-            draft = self.batch.draft
-            if state.cache is None:
-                state.cache = make_prompt_cache(self.target.model)
-                state.draft_cache = draft.new_row_cache() if draft is not None else None
-            todo = len(state.prompt) - 1 - state.prefilled
-            if todo > 0:
-                n = min(budget, todo)
-                chunk = mx.array(state.prompt[state.prefilled : state.prefilled + n])[None]
-                self.target.model(chunk, cache=state.cache)
-                mx.eval([c.state for c in state.cache])
-                if draft is not None:
-                    draft.prefill(state.draft_cache, chunk)
-                state.prefilled += n
-                spent = n
+        """Spend up to one chunk of prompt tokens on the oldest requests, in one forward."""
+        model, draft = self.target.model, self.batch.draft
+        group = plan_chunks(list(self.prefilling), self.config.prefill_chunk, self.config.max_batch)
+        working = []
+        for state, n in group:
+            try:
+                ensure_caches(state, model, draft)
+                working.append((state, n))
+            except Exception as exc:  # noqa: BLE001 - a failing prompt fails only its request
+                self._prefill_failed(state, exc)
+        busy = [(s, n) for s, n in working if n > 0]
+        if len(busy) > 1:
+            try:
+                prefill_together(busy, model, draft)
+                busy = []
+            except Exception:  # noqa: BLE001 - retry alone, so only the bad prompt fails
+                log.exception("batched prefill failed; retrying the prompts one by one")
+        for state, n in busy:
+            try:
+                prefill_alone(state, n, model, draft)
+            except Exception as exc:  # noqa: BLE001 - a failing prompt fails only its request
+                self._prefill_failed(state, exc)
+        for state, n in working:
+            if state.finished:
+                continue
+            if n:
                 self._events.append(
                     PrefillProgressEvent(state.request_id, state.prefilled + 1, len(state.prompt))
                 )
             if state.prefilled >= len(state.prompt) - 1:
-                self.prefilling.popleft()
+                self.prefilling.remove(state)
                 self.batch.add(state, state.cache, state.prompt[-1], state.draft_cache)
                 state.cache = state.draft_cache = None
                 state.status = RequestStatus.RUNNING
-        except Exception as exc:  # noqa: BLE001 - a failing prompt fails only its request
-            log.exception("prefill failed for %s", state.request_id)
-            if self.prefilling and self.prefilling[0] is state:
-                self.prefilling.popleft()
-            state.cache = state.draft_cache = None
-            self._fail(state, f"prompt processing failed: {exc}")
-        return spent
+
+    def _prefill_failed(self, state: RequestState, exc: Exception) -> None:
+        log.exception("prefill failed for %s", state.request_id)
+        if state in self.prefilling:
+            self.prefilling.remove(state)
+        state.cache = state.draft_cache = None
+        self._fail(state, f"prompt processing failed: {exc}")
 
     def _decode(self) -> None:
         try:
@@ -208,26 +208,24 @@ class Scheduler:
         self._emit_stats()
 
     def _plain_step(self) -> None:
+        batch_size = len(self.batch.rows)
         start = time.perf_counter()
         produced = self.batch.step()
+        # pipelined: a step waits for the previous forward, so its length is about one forward
+        self.speculator.costs.record(batch_size, 1, time.perf_counter() - start)
         for state in self.batch.rows:
             state.stats.spec.target_forwards += 1
         self._accept_all([(state, [token], [False]) for state, token in produced])
-        # pipelined: a step's time is from its start to the next one's start
-        if self._last_plain_step is not None and start - self._last_plain_step < 5.0:
-            self.speculator.costs.record(1, start - self._last_plain_step)
-        self._last_plain_step = start
 
     def _speculative_round(self) -> None:
         """Draft for every row that speculates, verify all rows in one target forward, keep
         each row's accepted prefix plus the target's own next token, roll back the rest."""
-        self._last_plain_step = None
         self._accept_all([(state, [token], [False]) for state, token in self.batch.flush()])
         if not self.batch.rows:
             return
         rows = list(self.batch.rows)
         t0 = time.perf_counter()
-        plans = [self.speculator.plan(row) for row in rows]
+        plans = self.speculator.plan(rows)
         by_model = [
             p.k if p.drafter is not None and p.drafter is self.batch.draft else 0 for p in plans
         ]
@@ -244,7 +242,7 @@ class Scheduler:
         draft_s = (t1 - t0) + self.batch.last_draft_s
         verify_s = t2 - t1 - self.batch.last_draft_s
         width = max(len(d) for d in drafts)
-        self.speculator.costs.record(width + 1, verify_s)
+        self.speculator.costs.record(len(rows), width + 1, verify_s)
         kept, next_inputs, outcomes = [], [], []
         for row, draft, target in zip(rows, drafts, targets):
             accepted = 0

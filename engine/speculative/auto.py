@@ -1,51 +1,65 @@
-"""The "auto" method: choose each row's k every round from that row's recent acceptance and the
-measured cost of verifying k+1 tokens against 1; stop speculating for a row while it loses.
+"""The "auto" method: pick k every round from each row's recent acceptance and the measured cost
+of verifying k+1 tokens against 1; stop speculating while it loses.
 
 With per-token acceptance a, k drafts yield (1 - a^(k+1)) / (1 - a) tokens per target forward
-(the bonus token included); a forward over k+1 tokens costs cost(k+1) / cost(1) of a plain step.
-The row speculates with the k that maximises the ratio, or not at all when no k beats 1.0.
+(the bonus token included). A forward over k+1 tokens per row costs cost(B, k+1) / cost(B, 1)
+of a plain step at batch size B, measured as the engine runs. All rows of a batch share the
+forward's width, so the auto rows get one k: the one that maximises their summed tokens per
+unit of cost; k = 0 (plain decoding) unless some k beats it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-DEFAULT_PRIOR_ACCEPTANCE = 0.5
-DEFAULT_EMA = 0.3
-DEFAULT_PROBE_EVERY = 16  # rounds without speculation before trying k=1 again
-DEFAULT_COST_SLOPE = 0.15  # assumed cost per extra verified token until measured (CPU: 5 -> 1.6x)
-MIN_GAIN = 1.02
+DEFAULT_PRIOR_ACCEPTANCE = 0.6
+DEFAULT_DECAY = 0.8  # weight of the past in the acceptance counts
+DEFAULT_EMA = 0.3  # for forward timings
+DEFAULT_PROBE_EVERY = 32  # plain rounds before trying speculation again
+DEFAULT_COST_SLOPE = 0.15  # extra cost per verified token until measured (CPU: 5 tokens 1.6x)
+MIN_GAIN = 1.03  # speculate only for a clear win
 
 
 @dataclass
 class CostModel:
-    """Seconds per target forward, by width (tokens per row), as an exponential moving average."""
+    """Seconds per target forward by (batch size, width), as exponential moving averages."""
 
-    seconds: dict[int, float] = field(default_factory=dict)
+    seconds: dict[tuple[int, int], float] = field(default_factory=dict)
 
-    def record(self, width: int, seconds: float) -> None:
-        old = self.seconds.get(width)
-        self.seconds[width] = seconds if old is None else old + DEFAULT_EMA * (seconds - old)
+    def record(self, batch: int, width: int, seconds: float) -> None:
+        key = (batch, width)
+        old = self.seconds.get(key)
+        self.seconds[key] = seconds if old is None else old + DEFAULT_EMA * (seconds - old)
 
-    def relative(self, width: int) -> float:
-        base = self.seconds.get(1)
-        cost = self.seconds.get(width)
+    def relative(self, batch: int, width: int) -> float:
+        """cost(batch, width) / cost(batch, 1); a prior that grows with batch until measured."""
+        if width <= 1:
+            return 1.0
+        base = self.seconds.get((batch, 1))
+        cost = self.seconds.get((batch, width))
         if base and cost:
             return max(cost / base, 1.0)
-        return 1.0 + DEFAULT_COST_SLOPE * (width - 1)
+        return 1.0 + DEFAULT_COST_SLOPE * (width - 1) * batch
 
 
 @dataclass
 class RowAcceptance:
-    rate: float = DEFAULT_PRIOR_ACCEPTANCE
-    idle_rounds: int = 0
+    """Per-token acceptance as decayed success / trial counts (a run of a accepted drafts
+    followed by a rejection is a + 1 trials)."""
+
+    successes: float = DEFAULT_PRIOR_ACCEPTANCE * 2
+    trials: float = 2.0
+
+    @property
+    def rate(self) -> float:
+        return self.successes / self.trials if self.trials else DEFAULT_PRIOR_ACCEPTANCE
 
     def update(self, drafted: int, accepted: int) -> None:
         if drafted <= 0:
             return
-        # per-token acceptance consistent with a geometric run of `accepted` matches
-        observed = accepted / drafted if accepted < drafted else 1.0
-        self.rate += DEFAULT_EMA * (observed - self.rate)
+        trials = accepted + (1 if accepted < drafted else 0)
+        self.successes = DEFAULT_DECAY * self.successes + accepted
+        self.trials = DEFAULT_DECAY * self.trials + trials
 
 
 def expected_tokens(rate: float, k: int) -> float:
@@ -54,17 +68,27 @@ def expected_tokens(rate: float, k: int) -> float:
     return (1.0 - rate ** (k + 1)) / (1.0 - rate)
 
 
-def choose_k(acceptance: RowAcceptance, costs: CostModel, k_max: int) -> int:
-    best_k, best_gain = 0, 1.0
-    for k in range(1, k_max + 1):
-        gain = expected_tokens(acceptance.rate, k) / costs.relative(k + 1)
-        if gain > best_gain * MIN_GAIN if best_k == 0 else gain > best_gain:
-            best_k, best_gain = k, gain
-    if best_k == 0:
-        acceptance.idle_rounds += 1
-        if acceptance.idle_rounds >= DEFAULT_PROBE_EVERY:
-            acceptance.idle_rounds = 0
-            return 1  # probe: acceptance may have changed
-    else:
-        acceptance.idle_rounds = 0
-    return best_k
+@dataclass
+class AutoPolicy:
+    costs: CostModel = field(default_factory=CostModel)
+    idle_rounds: int = 0
+
+    def choose(self, rates: list[float], batch: int, k_max: int, free_width: int = 1) -> int:
+        """One k for the auto rows of a batch; `free_width` is the width other rows force."""
+        if not rates:
+            return 0
+        plain = len(rates) / self.costs.relative(batch, free_width)
+        best_k, best = 0, plain * MIN_GAIN
+        for k in range(1, k_max + 1):
+            width = max(k + 1, free_width)
+            gain = sum(expected_tokens(r, k) for r in rates) / self.costs.relative(batch, width)
+            if gain > best:
+                best_k, best = k, gain
+        if best_k == 0:
+            self.idle_rounds += 1
+            if self.idle_rounds >= DEFAULT_PROBE_EVERY:
+                self.idle_rounds = 0
+                return 1  # probe: acceptance or costs may have changed
+        else:
+            self.idle_rounds = 0
+        return best_k

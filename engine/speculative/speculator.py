@@ -1,4 +1,4 @@
-"""Picks, per row and per round, which drafter proposes and how many tokens (k), and validates
+"""Picks, per round, which drafter proposes for each row and how many tokens (k), and validates
 speculative settings when a request arrives."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 
 from engine.request_state import RequestState
 from engine.requests import MAX_DRAFT_TOKENS, SpecMethod, SpeculativeParams
-from engine.speculative.auto import CostModel, RowAcceptance, choose_k
+from engine.speculative.auto import AutoPolicy, RowAcceptance
 from engine.speculative.prompt_lookup import PromptLookupDrafter
 from engine.speculative.synthetic import SyntheticDrafter
 
@@ -25,7 +25,11 @@ class Speculator:
         self.synthetic = SyntheticDrafter(vocab_size=vocab_size)
         self.draft = draft  # a DraftModelDrafter when a draft model is loaded
         self.draft_available = draft is not None  # loaded, or waiting for the batch to drain
-        self.costs = CostModel()
+        self.auto = AutoPolicy()
+
+    @property
+    def costs(self):
+        return self.auto.costs
 
     def validate(self, spec: SpeculativeParams) -> None:
         method = SpecMethod(spec.method)
@@ -47,25 +51,42 @@ class Speculator:
     def active(self, rows: list[RequestState]) -> bool:
         return any(SpecMethod(r.request.speculative.method) != SpecMethod.OFF for r in rows)
 
-    def plan(self, row: RequestState) -> Plan:
-        spec = row.request.speculative
-        method = SpecMethod(spec.method)
-        room = row.max_new_tokens - len(row.generated) - 1  # drafts past the end are wasted
-        k = max(0, min(spec.draft_tokens, room))
-        if method == SpecMethod.OFF or k == 0:
+    def plan(self, rows: list[RequestState]) -> list[Plan]:
+        plans = [self._fixed_plan(row) for row in rows]
+        auto = [i for i, row in enumerate(rows) if _method(row) == SpecMethod.AUTO]
+        if auto:
+            free_width = 1 + max((p.k for p in plans), default=0)
+            for i in auto:
+                if rows[i].drafter_state is None:
+                    rows[i].drafter_state = RowAcceptance()
+            rates = [rows[i].drafter_state.rate for i in auto]
+            k = self.auto.choose(rates, len(rows), MAX_DRAFT_TOKENS, free_width)
+            drafter = self.draft or self.lookup
+            for i in auto:
+                plans[i] = Plan(drafter, min(k, _room(rows[i])))
+        return plans
+
+    def _fixed_plan(self, row: RequestState) -> Plan:
+        method = _method(row)
+        k = min(row.request.speculative.draft_tokens, _room(row))
+        if k <= 0 or method in (SpecMethod.OFF, SpecMethod.AUTO):
             return Plan(None, 0)
-        if method == SpecMethod.PROMPT_LOOKUP:
-            return Plan(self.lookup, k)
-        if method == SpecMethod.DRAFT_MODEL:
-            return Plan(self.draft, k)
-        if method == SpecMethod.SYNTHETIC:
-            return Plan(self.synthetic, k)
-        # AUTO: the draft model when one is loaded, else prompt lookup; k from the cost model
-        if row.drafter_state is None:
-            row.drafter_state = RowAcceptance()
-        k = min(k, choose_k(row.drafter_state, self.costs, MAX_DRAFT_TOKENS))
-        return Plan(self.draft or self.lookup, k)
+        drafter = {
+            SpecMethod.PROMPT_LOOKUP: self.lookup,
+            SpecMethod.DRAFT_MODEL: self.draft,
+            SpecMethod.SYNTHETIC: self.synthetic,
+        }[method]
+        return Plan(drafter, k)
 
     def observe(self, row: RequestState, drafted: list[int], accepted: int) -> None:
         if isinstance(row.drafter_state, RowAcceptance):
             row.drafter_state.update(len(drafted), accepted)
+
+
+def _method(row: RequestState) -> SpecMethod:
+    return SpecMethod(row.request.speculative.method)
+
+
+def _room(row: RequestState) -> int:
+    """Drafts past the reply's end are wasted."""
+    return max(0, row.max_new_tokens - len(row.generated) - 1)
