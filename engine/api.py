@@ -47,6 +47,10 @@ class EngineConfig:
     prefill_chunk: int = DEFAULT_PREFILL_CHUNK
     max_batch: int = DEFAULT_MAX_BATCH
     max_context: int | None = None  # cap below the model's own context length
+    prefix_cache: bool = True  # reuse computed prompts across turns, tabs and restarts
+    cache_dir: str | None = None  # None: $TANDEM_PREFIX_CACHE_DIR or the user cache folder
+    cache_ram_bytes: int | None = None  # None: chosen from the machine's memory
+    cache_disk_bytes: int | None = None  # None: 4 GiB; 0 keeps the cache in RAM only
     log_blas: bool = True
 
 
@@ -73,6 +77,10 @@ class Engine:
                 prefill_chunk=self.config.prefill_chunk,
                 max_batch=self.config.max_batch,
                 max_context=self.config.max_context,
+                prefix_cache=self.config.prefix_cache,
+                cache_dir=self.config.cache_dir,
+                cache_ram_bytes=self.config.cache_ram_bytes,
+                cache_disk_bytes=self.config.cache_disk_bytes,
                 log_blas=self.config.log_blas,
             ),
             deliver=self._deliver_threadsafe,

@@ -71,6 +71,13 @@ class DecodeBatch:
         for layer in self.cache:
             layer.filter(indices)
 
+    def extract(self, state: RequestState) -> tuple[list[Any], list[Any] | None]:
+        """Single-row copies of one row's target and draft caches (for the prefix cache)."""
+        i = next(i for i, row in enumerate(self.rows) if row is state)
+        target = [layer.extract(i) for layer in self.cache]
+        draft = [layer.extract(i) for layer in self.draft.cache] if self.draft else None
+        return target, draft
+
     def remove(self, states: list[RequestState]) -> None:
         gone = {id(s) for s in states}
         self.keep([i for i, row in enumerate(self.rows) if id(row) not in gone])

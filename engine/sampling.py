@@ -81,7 +81,7 @@ class RowSampler:
     def sample(self, logprobs: mx.array) -> mx.array:
         """Sample one token per position from [N, V] log-probabilities; returns [N] uint32."""
         if self.greedy:
-            return mx.argmax(logprobs, axis=-1).astype(mx.uint32)
+            return mx.argmax(logprobs, axis=-1).astype(mx.uint32)  # logits work as well
         filtered = self.filter(logprobs)
         scaled = filtered * (1.0 / self.params.temperature)
         return mx.random.categorical(scaled, key=self.next_key()).astype(mx.uint32)
@@ -98,12 +98,33 @@ def log_softmax(logits: mx.array) -> mx.array:
     return logits - mx.logsumexp(logits, axis=-1, keepdims=True)
 
 
+DEFAULT_TIE_TOLERANCE = 1e-5  # relative: far above float32 rounding after a shift by lse
+
+
+def greedy_tokens(logits: mx.array) -> list[list[int]]:
+    """mlx-lm's greedy choice, argmax(logits - logsumexp(logits)), for [B, N, V] logits.
+
+    The logsumexp over the vocabulary costs as much as a small model's forward on a CPU. The
+    shift keeps the order of the logits, so the raw argmax is the same token unless another
+    logit lies within rounding of the largest; only those positions pay for the shift."""
+    top = mx.max(logits, axis=-1, keepdims=True)
+    near = mx.sum(logits >= top - DEFAULT_TIE_TOLERANCE * mx.maximum(mx.abs(top), 1.0), axis=-1)
+    raw = mx.argmax(logits, axis=-1)
+    mx.eval(raw, near)
+    tokens, near = raw.tolist(), near.tolist()
+    for i, row in enumerate(near):
+        for j, count in enumerate(row):
+            if count > 1:
+                tokens[i][j] = mx.argmax(log_softmax(logits[i, j]), axis=-1).item()
+    return tokens
+
+
 def sample_rows(
     logits: mx.array, samplers: list[RowSampler], contexts: list[mx.array | None]
 ) -> mx.array:
     """Sample the last position of each row of [B, V] logits; one batched argmax when all greedy."""
     if all(s.greedy and not s.uses_context for s in samplers):
-        # argmax of log-probabilities, as mlx-lm does, so ties break the same way
+        # argmax of log-probabilities, as mlx-lm does, so near-ties break the same way
         return mx.argmax(log_softmax(logits), axis=-1).astype(mx.uint32)
     tokens = []
     for i, sampler in enumerate(samplers):
@@ -125,7 +146,7 @@ def sample_positions(
     plain decode step would have drawn with its key.
     """
     if all(s.greedy and not s.uses_context for s in samplers):
-        tokens = mx.argmax(log_softmax(logits), axis=-1).tolist()
+        tokens = greedy_tokens(logits)
         return [t[:n] for t, n in zip(tokens, lengths)]
     rows = []
     for i, sampler in enumerate(samplers):

@@ -39,6 +39,7 @@ from engine.speculative.speculator import Speculator
 from engine.text_stream import TextStream
 
 if TYPE_CHECKING:
+    from engine.cache.reuse import PromptReuse
     from engine.models import LoadedModel
 
 log = logging.getLogger(__name__)
@@ -58,8 +59,15 @@ class SchedulerConfig:
 
 
 class Scheduler:
-    def __init__(self, target: LoadedModel, *, config: SchedulerConfig | None = None) -> None:
+    def __init__(
+        self,
+        target: LoadedModel,
+        *,
+        config: SchedulerConfig | None = None,
+        reuse: PromptReuse | None = None,
+    ) -> None:
         self.target = target
+        self.reuse = reuse
         self.config = config or SchedulerConfig()
         self.waiting: deque[RequestState] = deque()
         self.prefilling: deque[RequestState] = deque()
@@ -144,6 +152,8 @@ class Scheduler:
             self._pending_draft = None
             self.batch.draft = drafter
             self.speculator.draft = drafter
+            if self.reuse is not None:
+                self.reuse.set_draft(drafter)
         while self.waiting and len(self.batch) + len(self.prefilling) < self.config.max_batch:
             state = self.waiting.popleft()
             state.status = RequestStatus.PREFILLING
@@ -152,6 +162,11 @@ class Scheduler:
     def _prefill(self) -> None:
         """Spend up to one chunk of prompt tokens on the oldest requests, in one forward."""
         model, draft = self.target.model, self.batch.draft
+        if self.reuse is not None:  # before planning: a hit shortens what is left to process
+            for state in self.prefilling:
+                if state.cache is None and not state.cache_checked:
+                    state.cache_checked = True
+                    self.reuse.restore(state, with_draft=draft is not None)
         group = plan_chunks(list(self.prefilling), self.config.prefill_chunk, self.config.max_batch)
         working = []
         for state, n in group:
@@ -282,7 +297,19 @@ class Scheduler:
             if self._accept_tokens(state, tokens, drafted)
         ]
         if done:
+            self._publish(done)
             self.batch.remove(done)
+
+    def _publish(self, states: list[RequestState]) -> None:
+        if self.reuse is None:
+            return
+        for state in states:
+            try:
+                target, draft = self.batch.extract(state)
+            except Exception:  # noqa: BLE001 - caching is best effort
+                log.exception("could not extract the cache of %s", state.request_id)
+                continue
+            self.reuse.publish(state, target, draft)
 
     # -- turning tokens into events ------------------------------------------------------------
 
@@ -359,6 +386,7 @@ class Scheduler:
                 self._finish(state, FinishReason.CANCELLED)
         gone = [s for s in self.batch.rows if s.request_id in ids]
         if gone:
+            self._publish(gone)
             self.batch.remove(gone)
             for state in gone:
                 held = state.text.finish()  # text held back (half a character, a stop prefix)

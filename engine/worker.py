@@ -77,6 +77,10 @@ class WorkerConfig:
     prefill_chunk: int = 512
     max_batch: int = 16
     max_context: int | None = None
+    prefix_cache: bool = True
+    cache_dir: str | None = None
+    cache_ram_bytes: int | None = None
+    cache_disk_bytes: int | None = None
     log_blas: bool = True
 
 
@@ -110,6 +114,7 @@ class EngineWorker(threading.Thread):
         self._stats = EngineStats(status="stopped")
         self._stats_lock = threading.Lock()
         self._rate = _Rate()
+        self._prefix_cache = None  # engine.cache.PrefixCache, made on this thread
         self._last_publish = 0.0
 
     # -- called from other threads -------------------------------------------------------------
@@ -226,6 +231,7 @@ class EngineWorker(threading.Thread):
         self._target = target
         self._scheduler = Scheduler(
             target,
+            reuse=self._make_reuse(target),
             config=SchedulerConfig(
                 prefill_chunk=self.config.prefill_chunk,
                 max_batch=self.config.max_batch,
@@ -239,6 +245,19 @@ class EngineWorker(threading.Thread):
             self._stats.error = None
         self._announce(ModelLoadedEvent(target.info))
         command.done(target.info, None)
+
+    def _make_reuse(self, target: Any) -> Any:
+        if not self.config.prefix_cache:
+            return None
+        try:
+            from engine.cache.reuse import PromptReuse
+
+            if self._prefix_cache is None:
+                self._prefix_cache = _new_prefix_cache(self.config)
+            return PromptReuse(self._prefix_cache, target)
+        except Exception:  # noqa: BLE001 - the engine works without a prompt cache
+            log.exception("prompt cache unavailable")
+            return None
 
     def _load_draft(self, command: _LoadDraft) -> None:
         from engine.models import ModelLoadError, check_draft_compatible, load_model
@@ -295,6 +314,8 @@ class EngineWorker(threading.Thread):
             st.generated_tokens = s.generated_tokens
             st.tokens_per_s = rate if (running or waiting) else 0.0
             st.spec = s.spec_snapshot()
+            if self._prefix_cache is not None:
+                st.cache = self._prefix_cache.stats()
             st.blas = blas.info().name
             st.device = _device_name()
 
@@ -302,7 +323,24 @@ class EngineWorker(threading.Thread):
         if self._scheduler is not None:
             self._scheduler.cancel_all("the engine stopped")
             self._deliver(self._scheduler.step())
+        if self._prefix_cache is not None:
+            self._prefix_cache.close()  # finishes pending disk writes
         self._set_status("stopped")
+
+
+def _new_prefix_cache(config: WorkerConfig) -> Any:
+    import os
+    from pathlib import Path
+
+    from engine.cache import DEFAULT_DISK_BYTES, DEFAULT_DISK_DIR, DEFAULT_RAM_BYTES, PrefixCache
+
+    folder = config.cache_dir or os.environ.get("TANDEM_PREFIX_CACHE_DIR") or DEFAULT_DISK_DIR
+    disk_bytes = DEFAULT_DISK_BYTES if config.cache_disk_bytes is None else config.cache_disk_bytes
+    return PrefixCache(
+        ram_bytes=config.cache_ram_bytes or DEFAULT_RAM_BYTES,
+        disk_dir=Path(folder) if disk_bytes > 0 else None,
+        disk_bytes=disk_bytes,
+    )
 
 
 def _device_name() -> str:

@@ -35,8 +35,9 @@ def rollback_rows(layers: list[Any], surplus: list[int]) -> None:
 
 def _rollback_kv(cache: BatchKVCache, roll: mx.array | None, smallest: int) -> None:
     if roll is not None:
-        cache.keys = dynamic_roll(cache.keys[..., : cache._idx, :], roll, axis=2)
-        cache.values = dynamic_roll(cache.values[..., : cache._idx, :], roll, axis=2)
+        # the whole buffer, spare capacity included, so the next write needs no reallocation
+        cache.keys = dynamic_roll(cache.keys, roll, axis=2)
+        cache.values = dynamic_roll(cache.values, roll, axis=2)
         shift = roll[:, 0]
         cache.left_padding = cache.left_padding + shift
         cache.offset = cache.offset - shift
