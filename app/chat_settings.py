@@ -1,0 +1,157 @@
+"""Per-chat generation settings (with app-wide defaults) and their translation into the engine's
+request dataclasses."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from engine.requests import (
+    DEFAULT_DRAFT_TOKENS,
+    DEFAULT_NGRAM_MAX,
+    DEFAULT_NGRAM_MIN,
+    MAX_DRAFT_TOKENS,
+    SamplingParams,
+    SpecMethod,
+    SpeculativeParams,
+)
+
+DEFAULT_TEMPERATURE = 0.7
+DEFAULT_TOP_P = 0.95
+DEFAULT_TOP_K = 0
+DEFAULT_MIN_P = 0.05
+DEFAULT_REPETITION_PENALTY = 1.1
+DEFAULT_MAX_TOKENS = 512
+MAX_MAX_TOKENS = 32768
+MAX_NGRAM = 16
+
+# What the user may pick (SYNTHETIC is for benchmarks only).
+SPEC_METHOD_LABELS: dict[str, str] = {
+    SpecMethod.OFF.value: "Off",
+    SpecMethod.DRAFT_MODEL.value: "Draft model",
+    SpecMethod.PROMPT_LOOKUP.value: "Prompt lookup",
+    SpecMethod.AUTO.value: "Auto",
+}
+
+
+@dataclass(frozen=True)
+class ChatSettings:
+    model: str | None = None  # None: the model the engine has loaded (the default model at first)
+    spec_method: str = SpecMethod.OFF.value
+    draft_tokens: int = DEFAULT_DRAFT_TOKENS
+    draft_model: str | None = None
+    ngram_min: int = DEFAULT_NGRAM_MIN
+    ngram_max: int = DEFAULT_NGRAM_MAX
+    temperature: float = DEFAULT_TEMPERATURE
+    top_p: float = DEFAULT_TOP_P
+    top_k: int = DEFAULT_TOP_K
+    min_p: float = DEFAULT_MIN_P
+    repetition_penalty: float = DEFAULT_REPETITION_PENALTY
+    seed: int | None = None
+    max_tokens: int = DEFAULT_MAX_TOKENS
+
+    # -- (de)serialisation ---------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None, *, base: ChatSettings | None = None):
+        """Settings from stored data: unknown keys are ignored, bad values fall back to `base`."""
+        base = base or cls()
+        if not data:
+            return base
+        values: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):
+            if f.name not in data:
+                continue
+            default = getattr(base, f.name)
+            values[f.name] = _coerce(data[f.name], default, f.name)
+        return dataclasses.replace(base, **values).normalized()
+
+    def replace(self, **changes: Any) -> ChatSettings:
+        return dataclasses.replace(self, **changes).normalized()
+
+    def normalized(self) -> ChatSettings:
+        """Clamp every value into its valid range."""
+        method = (
+            self.spec_method if self.spec_method in SPEC_METHOD_LABELS else SpecMethod.OFF.value
+        )
+        ngram_min = _clamp(self.ngram_min, 1, MAX_NGRAM)
+        return dataclasses.replace(
+            self,
+            model=self.model or None,
+            draft_model=self.draft_model or None,
+            spec_method=method,
+            draft_tokens=_clamp(self.draft_tokens, 1, MAX_DRAFT_TOKENS),
+            ngram_min=ngram_min,
+            ngram_max=_clamp(self.ngram_max, ngram_min, MAX_NGRAM),
+            temperature=max(0.0, min(float(self.temperature), 5.0)),
+            top_p=max(0.0, min(float(self.top_p), 1.0)),
+            top_k=max(0, int(self.top_k)),
+            min_p=max(0.0, min(float(self.min_p), 1.0)),
+            repetition_penalty=max(0.5, min(float(self.repetition_penalty), 3.0)),
+            max_tokens=_clamp(self.max_tokens, 1, MAX_MAX_TOKENS),
+        )
+
+    # -- the engine's view -----------------------------------------------------------------------
+
+    def sampling_params(self) -> SamplingParams:
+        return SamplingParams(
+            temperature=self.temperature,
+            top_p=self.top_p,
+            top_k=self.top_k,
+            min_p=self.min_p,
+            repetition_penalty=self.repetition_penalty,
+            seed=self.seed,
+        )
+
+    def speculative_params(self) -> SpeculativeParams:
+        return SpeculativeParams(
+            method=SpecMethod(self.spec_method),
+            draft_tokens=self.draft_tokens,
+            ngram_min=self.ngram_min,
+            ngram_max=self.ngram_max,
+        )
+
+    def describe_speculation(self) -> str:
+        """A short label for the panel, e.g. "Prompt lookup, k=4, n-gram 1-4"."""
+        label = SPEC_METHOD_LABELS[self.spec_method]
+        if self.spec_method == SpecMethod.OFF.value:
+            return label
+        parts = [label, f"k={self.draft_tokens}"]
+        if self.spec_method in (SpecMethod.PROMPT_LOOKUP.value, SpecMethod.AUTO.value):
+            parts.append(f"n-gram {self.ngram_min}-{self.ngram_max}")
+        if self.draft_model and self.spec_method in (
+            SpecMethod.DRAFT_MODEL.value,
+            SpecMethod.AUTO.value,
+        ):
+            parts.append(f"draft {_short_name(self.draft_model)}")
+        elif self.spec_method == SpecMethod.DRAFT_MODEL.value:
+            parts.append("no draft model chosen")
+        return ", ".join(parts)
+
+
+def _short_name(path: str | None) -> str:
+    if not path:
+        return ""
+    return path.rstrip("/\\").replace("\\", "/").rsplit("/", 1)[-1]
+
+
+def _clamp(value: Any, low: int, high: int) -> int:
+    return max(low, min(int(value), high))
+
+
+def _coerce(value: Any, default: Any, name: str) -> Any:
+    if name in ("model", "draft_model"):
+        return str(value) if value else None
+    if name == "seed":
+        try:
+            return None if value is None or value == "" else int(value)
+        except (TypeError, ValueError):
+            return default
+    try:
+        return type(default)(value)
+    except (TypeError, ValueError):
+        return default

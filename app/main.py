@@ -1,0 +1,127 @@
+"""Tandem's entry point: `python -m app` or the `tandem` gui-script.
+
+Builds the QApplication, the qasync loop, the store, the engine bridge and the main window; runs
+until the last window closes; then stops the replies (their text is stored) and the engine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+
+import engine  # noqa: F401 - interposes OpenBLAS before anything loads MLX
+from app.paths import DATA_DIR_ENV, database_path
+from app.qt_compat import protect_singleton_refcounts
+
+APP_DISPLAY_NAME = "Tandem"
+MODEL_KEY = "model"
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="tandem", description="Chat with local MLX models.")
+    parser.add_argument(
+        "--model", help="a model folder or Hugging Face repo id (default: last used)"
+    )
+    parser.add_argument("--data-dir", help=f"where conversations are kept (or ${DATA_DIR_ENV})")
+    parser.add_argument("--theme", choices=("system", "light", "dark"), help="colour theme")
+    parser.add_argument("--verbose", action="store_true", help="log more")
+    parser.add_argument(
+        "--quit-when-ready",
+        action="store_true",
+        help="start, load the model, print its name and quit (a smoke test for packaging)",
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    protect_singleton_refcounts()  # also when `app` was imported as a namespace package
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    if args.data_dir:
+        os.environ[DATA_DIR_ENV] = args.data_dir
+
+    from PySide6.QtWidgets import QApplication
+    from qasync import QEventLoop
+
+    from app.engine_bridge import EngineBridge
+    from app.main_window import MainWindow
+    from app.store import Store
+    from app.theme import app_icon, theme_manager, ui_font
+    from engine.api import EngineConfig
+
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    app.setApplicationName(APP_DISPLAY_NAME)
+    app.setApplicationDisplayName(APP_DISPLAY_NAME)
+    app.setOrganizationName("Tandem")
+    app.setDesktopFileName("tandem")
+    app.setWindowIcon(app_icon())
+    app.setFont(ui_font())
+    app.setQuitOnLastWindowClosed(False)
+    loop = QEventLoop(app)
+    asyncio.set_event_loop(loop)
+
+    store = Store(database_path())
+    if args.theme:
+        store.set_setting("theme_mode", args.theme)
+    theme_manager().apply(store.setting("theme_mode", "system"))
+    model = args.model if args.model is not None else store.setting(MODEL_KEY)
+    bridge = EngineBridge(config=EngineConfig(model=model or None))
+    window = MainWindow(store, bridge)
+    bridge.modelLoaded.connect(lambda _info: store.set_setting(MODEL_KEY, bridge.model_spec))
+    first_failure = {"pending": model is not None and args.model is None}
+
+    def load_failed(message: str) -> None:
+        # the model remembered from last time is gone: fall back to the built-in one
+        if first_failure["pending"] and bridge.model_info is None:
+            first_failure["pending"] = False
+            window.status.show_message(
+                f"{message} — loading the built-in model instead", error=True
+            )
+            bridge.request_load(None)
+
+    bridge.loadFailed.connect(load_failed)
+    window.show()
+
+    closed = asyncio.Event()
+    app.lastWindowClosed.connect(closed.set)
+    # Ctrl+C in the terminal closes the window cleanly (the qasync loop runs Python often
+    # enough for the handler: the stats poll ticks every 250 ms)
+    signal.signal(signal.SIGINT, lambda *_: app.closeAllWindows())
+
+    def ready(info) -> None:
+        if args.quit_when_ready:
+            print(f"ready: {info.name} ({info.dtype}, {info.parameters:,} parameters)", flush=True)
+            app.closeAllWindows()
+
+    bridge.modelLoaded.connect(ready)
+    outcome = {"failed": False}
+
+    def failed(message: str) -> None:
+        if args.quit_when_ready:
+            outcome["failed"] = True
+            print(f"failed: {message}", flush=True)
+            app.closeAllWindows()
+
+    bridge.loadFailed.connect(failed)
+
+    async def run() -> None:
+        bridge.start()
+        await closed.wait()
+        await window.shutdown()
+        await bridge.stop()
+
+    with loop:
+        loop.run_until_complete(run())
+    store.close()
+    return 1 if outcome["failed"] else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,204 @@
+"""The Models window: models found (built in, Hugging Face cache, added folders), their size,
+the loaded model's memory, load / switch, and clear errors for folders that are not models."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QDialog,
+    QFileDialog,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QProgressBar,
+    QPushButton,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+)
+
+from app.engine_bridge import EngineBridge
+from app.formatting import fmt_bytes, fmt_count
+from app.model_catalog import ModelEntry, list_models, validate_folder
+from app.store import Store
+from engine.requests import ModelInfo
+
+MODEL_DIRS_KEY = "model_dirs"
+COLUMNS = ("Name", "Source", "Size", "Location")
+
+
+class ModelsDialog(QDialog):
+    modelsChanged = Signal(list)  # list[ModelEntry], after a refresh
+
+    def __init__(self, bridge: EngineBridge, store: Store, parent=None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Models")
+        self.resize(760, 440)
+        self._bridge = bridge
+        self._store = store
+        self.entries: list[ModelEntry] = []
+
+        self.loaded = QLabel()
+        self.loaded.setWordWrap(True)
+        self.loaded.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.table = QTableWidget(0, len(COLUMNS))
+        self.table.setHorizontalHeaderLabels(COLUMNS)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.verticalHeader().setVisible(False)
+        self.table.setAlternatingRowColors(True)
+        self.table.setShowGrid(False)
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(1, QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(2, QHeaderView.ResizeMode.ResizeToContents)
+        header.setStretchLastSection(True)
+        self.table.doubleClicked.connect(lambda _i: self.load_selected())
+        self.error = QLabel()
+        self.error.setObjectName("ErrorLabel")
+        self.error.setWordWrap(True)
+        self.error.setVisible(False)
+        self.progress = QProgressBar()
+        self.progress.setTextVisible(False)
+        self.progress.setVisible(False)
+        self.progress_label = QLabel()
+        self.progress_label.setObjectName("Hint")
+
+        add = QPushButton("Add folder…")
+        add.clicked.connect(self._browse)
+        refresh = QPushButton("Refresh")
+        refresh.clicked.connect(self.refresh)
+        self.load_button = QPushButton("Load")
+        self.load_button.setObjectName("PrimaryButton")
+        self.load_button.clicked.connect(self.load_selected)
+        close = QPushButton("Close")
+        close.clicked.connect(self.close)
+        buttons = QHBoxLayout()
+        buttons.addWidget(add)
+        buttons.addWidget(refresh)
+        buttons.addStretch(1)
+        buttons.addWidget(self.load_button)
+        buttons.addWidget(close)
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(16, 16, 16, 16)
+        layout.setSpacing(10)
+        layout.addWidget(self.loaded)
+        layout.addWidget(self.table, 1)
+        layout.addWidget(self.error)
+        progress_row = QHBoxLayout()
+        progress_row.addWidget(self.progress_label, 1)
+        progress_row.addWidget(self.progress)
+        layout.addLayout(progress_row)
+        layout.addLayout(buttons)
+
+        bridge.loadStarted.connect(self._load_started)
+        bridge.loadProgress.connect(self._load_progress)
+        bridge.modelLoaded.connect(self._model_loaded)
+        bridge.loadFailed.connect(self._load_failed)
+        self._show_loaded(bridge.model_info)
+        self.refresh()
+
+    # -- models --------------------------------------------------------------------------------
+
+    def extra_dirs(self) -> list[str]:
+        return list(self._store.setting(MODEL_DIRS_KEY, []))
+
+    def refresh(self) -> None:
+        self.entries = list_models(self.extra_dirs())
+        self.table.setRowCount(len(self.entries))
+        for row, entry in enumerate(self.entries):
+            size = fmt_bytes(entry.size_bytes) if entry.size_bytes else "–"
+            location = entry.location or entry.path or "converted on first use"
+            for column, text in enumerate((entry.name, entry.source_label, size, location)):
+                item = QTableWidgetItem(text)
+                item.setToolTip(entry.path or entry.name)
+                self.table.setItem(row, column, item)
+        self._select_loaded()
+        self.modelsChanged.emit(self.entries)
+
+    def add_folder(self, path: str) -> str | None:
+        """Add a model folder; returns (and shows) why it was refused, or None."""
+        problem = validate_folder(path)
+        if problem:
+            self.show_error(f"Not added: {problem}.")
+            return problem
+        dirs = self.extra_dirs()
+        if path not in dirs:
+            dirs.append(path)
+            self._store.set_setting(MODEL_DIRS_KEY, dirs)
+        self.error.setVisible(False)
+        self.refresh()
+        return None
+
+    def load_selected(self) -> None:
+        row = self.table.currentRow()
+        if 0 <= row < len(self.entries):
+            self.error.setVisible(False)
+            self._bridge.request_load(self.entries[row].path)
+
+    def select_path(self, path: str | None) -> bool:
+        for row, entry in enumerate(self.entries):
+            if entry.path == path:
+                self.table.selectRow(row)
+                return True
+        return False
+
+    def show_error(self, message: str) -> None:
+        self.error.setText(message)
+        self.error.setVisible(True)
+
+    # -- internals -----------------------------------------------------------------------------
+
+    def _browse(self) -> None:
+        dialog = QFileDialog(self, "Add a model folder")
+        dialog.setFileMode(QFileDialog.FileMode.Directory)
+        dialog.fileSelected.connect(self.add_folder)
+        dialog.open()
+
+    def _select_loaded(self) -> None:
+        info = self._bridge.model_info
+        if info is None or not self.select_path(self._bridge.model_spec):
+            self.table.selectRow(0)
+
+    def _show_loaded(self, info: ModelInfo | None) -> None:
+        if info is None:
+            self.loaded.setText("<b>No model loaded</b>")
+            return
+        context = f"{info.context_length:,} tokens" if info.context_length else "unknown"
+        self.loaded.setText(
+            f"<b>Loaded:</b> {info.name} &nbsp;·&nbsp; {info.architecture} &nbsp;·&nbsp; "
+            f"{fmt_count(info.parameters)} parameters &nbsp;·&nbsp; {info.dtype} &nbsp;·&nbsp; "
+            f"{fmt_bytes(info.bytes)} in memory &nbsp;·&nbsp; context {context}"
+        )
+
+    def _load_started(self, spec: str) -> None:
+        self.progress.setVisible(True)
+        self.progress.setRange(0, 0)
+        self.progress_label.setText(f"Loading {spec or 'the built-in model'}…")
+        self.load_button.setEnabled(False)
+
+    def _load_progress(self, message: str, fraction: float) -> None:
+        if fraction >= 0:
+            self.progress.setRange(0, 1000)
+            self.progress.setValue(int(fraction * 1000))
+        self.progress_label.setText(message)
+
+    def _model_loaded(self, info: ModelInfo) -> None:
+        self.progress.setVisible(False)
+        self.progress_label.setText("")
+        self.load_button.setEnabled(True)
+        self._show_loaded(info)
+        self._select_loaded()
+
+    def _load_failed(self, message: str) -> None:
+        self.progress.setVisible(False)
+        self.progress_label.setText("")
+        self.load_button.setEnabled(True)
+        self.show_error(f"Could not load the model: {message}")
+
+    def showEvent(self, event) -> None:
+        super().showEvent(event)
+        self.load_button.setEnabled(not self._bridge.loading)

@@ -1,0 +1,66 @@
+"""A tab bar whose tabs can be renamed in place (double-click, or `edit_tab`) and reordered."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QEvent, QObject, Qt, Signal
+from PySide6.QtGui import QKeyEvent
+from PySide6.QtWidgets import QLineEdit, QTabBar
+
+TAB_TITLE_CHARS = 28
+
+
+class RenamableTabBar(QTabBar):
+    tabRenamed = Signal(int, str)
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self.setMovable(True)
+        self.setTabsClosable(True)
+        self.setExpanding(False)
+        self.setElideMode(Qt.TextElideMode.ElideRight)
+        self.setDocumentMode(True)
+        self.setUsesScrollButtons(True)
+        self._editor: QLineEdit | None = None
+        self._editing = -1
+
+    def mouseDoubleClickEvent(self, event) -> None:
+        index = self.tabAt(event.position().toPoint())
+        if index >= 0:
+            self.edit_tab(index)
+        else:
+            super().mouseDoubleClickEvent(event)
+
+    def edit_tab(self, index: int) -> QLineEdit:
+        """Open the in-place editor on tab `index` (Enter keeps, Esc cancels)."""
+        self._close_editor(commit=False)
+        editor = QLineEdit(self)
+        editor.setText(self.tabToolTip(index) or self.tabText(index))
+        editor.selectAll()
+        editor.setGeometry(self.tabRect(index).adjusted(6, 6, -6, -3))
+        editor.installEventFilter(self)
+        editor.editingFinished.connect(lambda: self._close_editor(commit=True))
+        editor.show()
+        editor.setFocus()
+        self._editor, self._editing = editor, index
+        return editor
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if watched is self._editor and event.type() == QEvent.Type.KeyPress:
+            if isinstance(event, QKeyEvent) and event.key() == Qt.Key.Key_Escape:
+                self._close_editor(commit=False)
+                return True
+        return super().eventFilter(watched, event)
+
+    def _close_editor(self, *, commit: bool) -> None:
+        editor, index = self._editor, self._editing
+        if editor is None:
+            return
+        self._editor, self._editing = None, -1
+        text = editor.text().strip()
+        editor.deleteLater()
+        if commit and text and 0 <= index < self.count():
+            self.tabRenamed.emit(index, text)
+
+
+def tab_title(title: str) -> str:
+    return title if len(title) <= TAB_TITLE_CHARS else title[: TAB_TITLE_CHARS - 1] + "…"
