@@ -225,11 +225,32 @@ def print_row(row: dict) -> None:
     )
 
 
+def multiturn_report(args: argparse.Namespace) -> dict:
+    from engine.bench.multiturn import print_multiturn, run_sync
+    from engine.random_model import load_any
+
+    loaded = load_any(args.model)
+    row = run_sync(
+        args.model, loaded.tokenizer, repeats=max(args.repeats, 1), reply_tokens=args.max_tokens
+    )
+    print_multiturn(row)
+    return {
+        "command": "python -m engine.bench " + " ".join(sys.argv[1:]),
+        "date": time.strftime("%Y-%m-%d %H:%M"),
+        "machine": machine(),
+        "model": loaded.info.name,
+        "results": [row],
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING)
     args = parse_args(argv)
     print(f"machine: {machine()}", flush=True)
-    report = asyncio.run(bench(args))
+    if args.workload == "multiturn":
+        report = multiturn_report(args)
+    else:
+        report = asyncio.run(bench(args))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(report, indent=2))

@@ -82,7 +82,7 @@ REWRITE_TEXTS = [
     ),
 ]
 
-WORKLOADS = ("chat", "rewrite")
+WORKLOADS = ("chat", "rewrite", "multiturn")
 
 
 def messages_for(workload: str, n: int) -> list[list[dict[str, str]]]:
