@@ -52,6 +52,12 @@ class EngineConfig:
     cache_ram_bytes: int | None = None  # None: chosen from the machine's memory
     cache_disk_bytes: int | None = None  # None: 4 GiB; 0 keeps the cache in RAM only
     log_blas: bool = True
+    # KV cache quantization (engine/cache/kv_quant.py): None (off), 4 or 8 bits; the group size
+    # (32, 64, 128) must divide the model's head size; quantize once a cache holds kv_start
+    # positions (mlx-lm's quantized_kv_start). Bad settings make the model load fail.
+    kv_bits: int | None = None
+    kv_group_size: int = 64
+    kv_start: int = 0
 
 
 class Engine:
@@ -82,6 +88,9 @@ class Engine:
                 cache_ram_bytes=self.config.cache_ram_bytes,
                 cache_disk_bytes=self.config.cache_disk_bytes,
                 log_blas=self.config.log_blas,
+                kv_bits=self.config.kv_bits,
+                kv_group_size=self.config.kv_group_size,
+                kv_start=self.config.kv_start,
             ),
             deliver=self._deliver_threadsafe,
             announce=self._announce_threadsafe,

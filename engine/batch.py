@@ -2,6 +2,10 @@
 
 Plain decoding is pipelined as in mlx-lm's GenerationBatch: the forward for step n+1 is queued
 (`mx.async_eval`) before the tokens of step n are read back, so Python overhead overlaps compute.
+
+With KV quantization (`kv`), layers whose cache reaches `kv.start` positions are converted to
+BatchQuantizedKVCache after a row joins, after each decode step and after each verify round's
+rollback (engine/cache/kv_quant.py); the draft model's cache stays unquantized.
 """
 
 from __future__ import annotations
@@ -11,19 +15,23 @@ from typing import Any
 
 import mlx.core as mx
 
+from engine.cache.kv_quant import KVQuant, extend_layer, merge_layer, quantize_batch_cache
+from engine.cache.ragged import as_ragged
 from engine.request_state import RequestState
 from engine.sampling import sample_positions, sample_rows
 from engine.speculative.rollback import rollback_rows
 
 
 def merge_row_cache(row_cache: list[Any]) -> list[Any]:
-    """A single request's per-layer caches as batch caches of one row (mlx-lm's `merge`)."""
-    return [layer.merge([layer]) for layer in row_cache]
+    """A single request's per-layer caches as batch caches of one row (mlx-lm's `merge`),
+    with rows that can give back positions without moving data (`RaggedBatchKVCache`)."""
+    return as_ragged([merge_layer([layer]) for layer in row_cache])
 
 
 class DecodeBatch:
-    def __init__(self, model: Any) -> None:
+    def __init__(self, model: Any, kv: KVQuant | None = None) -> None:
         self.model = model
+        self.kv = kv  # KV cache quantization settings, None: off
         self.draft: Any | None = None  # DraftModelDrafter: keeps its cache in step with ours
         self.rows: list[RequestState] = []
         self.cache: list[Any] | None = None
@@ -48,8 +56,8 @@ class DecodeBatch:
         if self.cache is None or not self.rows:
             self.cache = batch_cache
         else:
-            for mine, theirs in zip(self.cache, batch_cache):
-                mine.extend(theirs)
+            self.cache = [extend_layer(m, t) for m, t in zip(self.cache, batch_cache)]
+        quantize_batch_cache(self.cache, self.kv)
         token = mx.array([last_prompt_token], dtype=mx.uint32)
         self.inputs = token if self.inputs is None else mx.concatenate([self.inputs, token])
         self.rows.append(state)
@@ -88,6 +96,7 @@ class DecodeBatch:
         inputs = self.inputs
         contexts = [self._context(i, inputs) for i in range(len(self.rows))]
         logits = self.model(inputs[:, None], cache=self.cache)[:, -1, :]
+        quantize_batch_cache(self.cache, self.kv)
         sampled = sample_rows(logits, [r.sampler for r in self.rows], contexts)
         if self.draft is not None:
             self.draft.consume(inputs)
@@ -162,6 +171,7 @@ class DecodeBatch:
         """Keep `kept[i]` of the width+1 positions row i wrote; feed `next_inputs` next."""
         surplus = [self._width + 1 - k for k in kept]
         rollback_rows(self.cache, surplus)
+        quantize_batch_cache(self.cache, self.kv)
         if self.draft is not None:
             self.draft.rollback(surplus)
         self.inputs = mx.array(next_inputs, dtype=mx.uint32)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import mlx.core as mx
 
 from engine.batch import DecodeBatch
+from engine.cache.kv_quant import KVQuant
 from engine.prefill import ensure_caches, plan_chunks, prefill_alone, prefill_together
 from engine.prompt import build_prompt
 from engine.request_state import RequestState
@@ -56,6 +57,9 @@ class SchedulerConfig:
     max_batch: int = DEFAULT_MAX_BATCH
     stats_interval_s: float = DEFAULT_STATS_INTERVAL_S
     max_context: int | None = None  # overrides the model's own context length
+    kv_bits: int | None = None  # KV cache quantization (engine/cache/kv_quant.py); None: off
+    kv_group_size: int = 64
+    kv_start: int = 0  # quantize once a cache holds this many positions
 
 
 class Scheduler:
@@ -71,7 +75,7 @@ class Scheduler:
         self.config = config or SchedulerConfig()
         self.waiting: deque[RequestState] = deque()
         self.prefilling: deque[RequestState] = deque()
-        self.batch = DecodeBatch(target.model)
+        self.batch = DecodeBatch(target.model, kv=KVQuant.of(self.config))
         self.speculator = Speculator(vocab_size=target.info.vocab_size)
         self._pending_draft: tuple[object | None] | None = None
         self.steps = 0
@@ -161,7 +165,7 @@ class Scheduler:
 
     def _prefill(self) -> None:
         """Spend up to one chunk of prompt tokens on the oldest requests, in one forward."""
-        model, draft = self.target.model, self.batch.draft
+        model, draft, kv = self.target.model, self.batch.draft, self.batch.kv
         if self.reuse is not None:  # before planning: a hit shortens what is left to process
             for state in self.prefilling:
                 if state.cache is None and not state.cache_checked:
@@ -171,20 +175,19 @@ class Scheduler:
         working = []
         for state, n in group:
             try:
-                ensure_caches(state, model, draft)
+                ensure_caches(state, model, draft, kv)
                 working.append((state, n))
             except Exception as exc:  # noqa: BLE001 - a failing prompt fails only its request
                 self._prefill_failed(state, exc)
         busy = [(s, n) for s, n in working if n > 0]
         if len(busy) > 1:
-            try:
-                prefill_together(busy, model, draft)
-                busy = []
+            try:  # what is left (no partner, a failed forward) runs alone
+                busy = prefill_together(busy, model, draft, kv)
             except Exception:  # noqa: BLE001 - retry alone, so only the bad prompt fails
                 log.exception("batched prefill failed; retrying the prompts one by one")
         for state, n in busy:
             try:
-                prefill_alone(state, n, model, draft)
+                prefill_alone(state, n, model, draft, kv)
             except Exception as exc:  # noqa: BLE001 - a failing prompt fails only its request
                 self._prefill_failed(state, exc)
         for state, n in working:

@@ -82,6 +82,9 @@ class WorkerConfig:
     cache_ram_bytes: int | None = None
     cache_disk_bytes: int | None = None
     log_blas: bool = True
+    kv_bits: int | None = None  # KV cache quantization: None (off), 4 or 8
+    kv_group_size: int = 64  # 32, 64 or 128; must divide the model's head size
+    kv_start: int = 0  # quantize once a cache holds this many positions
 
 
 @dataclass
@@ -209,6 +212,7 @@ class EngineWorker(threading.Thread):
         self._publish_stats(force=ended)
 
     def _load(self, command: _Load) -> None:
+        from engine.cache.kv_quant import KVQuant
         from engine.random_model import load_any as load_model
         from engine.scheduler import Scheduler, SchedulerConfig
 
@@ -221,7 +225,10 @@ class EngineWorker(threading.Thread):
             self._announce(LoadProgressEvent(message, fraction))
 
         try:
+            kv = KVQuant.of(self.config)  # bad settings fail the load with a clear message
             target = load_model(command.model, progress=progress)
+            if kv is not None:
+                kv.check_model(target.model)
         except Exception as exc:  # noqa: BLE001 - reported to the caller, engine keeps going
             log.warning("model load failed: %s", exc)
             self._set_status("error" if self._target is None else "ready", error=str(exc))
@@ -236,6 +243,9 @@ class EngineWorker(threading.Thread):
                 prefill_chunk=self.config.prefill_chunk,
                 max_batch=self.config.max_batch,
                 max_context=self.config.max_context,
+                kv_bits=self.config.kv_bits,
+                kv_group_size=self.config.kv_group_size,
+                kv_start=self.config.kv_start,
             ),
         )
         with self._stats_lock:
@@ -250,11 +260,13 @@ class EngineWorker(threading.Thread):
         if not self.config.prefix_cache:
             return None
         try:
+            from engine.cache.kv_quant import KVQuant
             from engine.cache.reuse import PromptReuse
 
             if self._prefix_cache is None:
                 self._prefix_cache = _new_prefix_cache(self.config)
-            return PromptReuse(self._prefix_cache, target)
+            kv = KVQuant.of(self.config)
+            return PromptReuse(self._prefix_cache, target, kv=kv)
         except Exception:  # noqa: BLE001 - the engine works without a prompt cache
             log.exception("prompt cache unavailable")
             return None

@@ -3,6 +3,7 @@ prefill, and publish a row's processed history (prompt plus reply) when it leave
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 from pathlib import Path
@@ -36,16 +37,19 @@ def tokenizer_hash(loaded: Any) -> str:
 
 
 class PromptReuse:
-    def __init__(self, cache: PrefixCache, target: Any) -> None:
+    def __init__(self, cache: PrefixCache, target: Any, *, kv: Any | None = None) -> None:
+        """`kv`: the KV quantization settings (engine.cache.kv_quant.KVQuant) or None; a cache
+        made under other settings holds other values, so they are part of the namespace."""
         self.cache = cache
         self._model_id = model_identity(target)
         self._tokenizer = tokenizer_hash(target)
-        self.namespace = CacheNamespace(self._model_id, self._tokenizer)
+        kv_fields = kv.namespace_fields() if kv is not None else {}
+        self.namespace = CacheNamespace(self._model_id, self._tokenizer, **kv_fields)
 
     def set_draft(self, draft: Any | None) -> None:
         """Draft caches are stored with the target's, so the drafter is part of the namespace."""
         drafter = "none" if draft is None else model_identity(draft.loaded)
-        self.namespace = CacheNamespace(self._model_id, self._tokenizer, drafter=drafter)
+        self.namespace = dataclasses.replace(self.namespace, drafter=drafter)
 
     def restore(self, state: RequestState, *, with_draft: bool) -> None:
         """Fill a waiting request's caches from the longest cached prefix, if any."""

@@ -14,6 +14,9 @@ from typing import Any
 import mlx.core as mx
 from mlx_lm.models.cache import BatchKVCache, BatchRotatingKVCache, dynamic_roll
 
+from engine.cache.batch_quantized import BatchQuantizedKVCache
+from engine.cache.ragged import RaggedBatchKVCache
+
 
 class RollbackError(RuntimeError):
     pass
@@ -25,10 +28,14 @@ def rollback_rows(layers: list[Any], surplus: list[int]) -> None:
     shifts = [s - smallest for s in surplus]
     roll = mx.array(shifts)[:, None] if any(shifts) else None
     for layer in layers:
-        if isinstance(layer, BatchRotatingKVCache):
+        if isinstance(layer, RaggedBatchKVCache):
+            layer.rollback(surplus)
+        elif isinstance(layer, BatchRotatingKVCache):
             _rollback_rotating(layer, roll, smallest)
         elif isinstance(layer, BatchKVCache):
             _rollback_kv(layer, roll, smallest)
+        elif isinstance(layer, BatchQuantizedKVCache):
+            _rollback_quantized(layer, roll, smallest)
         else:
             raise RollbackError(f"{type(layer).__name__} cannot roll back single rows")
 
@@ -38,6 +45,18 @@ def _rollback_kv(cache: BatchKVCache, roll: mx.array | None, smallest: int) -> N
         # the whole buffer, spare capacity included, so the next write needs no reallocation
         cache.keys = dynamic_roll(cache.keys, roll, axis=2)
         cache.values = dynamic_roll(cache.values, roll, axis=2)
+        shift = roll[:, 0]
+        cache.left_padding = cache.left_padding + shift
+        cache.offset = cache.offset - shift
+    if smallest:
+        cache.trim(smallest)
+
+
+def _rollback_quantized(cache: BatchQuantizedKVCache, roll: mx.array | None, smallest: int) -> None:
+    # the same scheme on all three parts (packed data, scales, biases): the sequence axis is
+    # axis 2 for each of them
+    if roll is not None:
+        cache.roll(roll)
         shift = roll[:, 0]
         cache.left_padding = cache.left_padding + shift
         cache.offset = cache.offset - shift

@@ -1,0 +1,86 @@
+"""python -m engine.bench.profile_round: where a verify round's time goes, part by part, against
+a plain decode step, at one batch size (for tuning speculation on a given machine)."""
+
+# ruff: noqa: B023 - the closures below run inside the loop iteration that made them
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import mlx.core as mx
+from mlx_lm.models.cache import make_prompt_cache
+
+from engine.batch import merge_row_cache
+from engine.random_model import load_any
+from engine.sampling import greedy_tokens, log_softmax
+from engine.speculative.rollback import rollback_rows
+
+
+def timed(fn, repeats: int = 5) -> float:
+    fn()
+    out = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - start)
+    return statistics.median(out) * 1e3
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--model", default=None)
+    p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--context", type=int, default=256)
+    p.add_argument("--widths", type=int, nargs="+", default=[1, 3, 5, 9])
+    args = p.parse_args()
+    loaded = load_any(args.model)
+    model, B, L = loaded.model, args.batch, args.context
+
+    def fresh_batch():
+        rows = []
+        for b in range(B):
+            c = make_prompt_cache(model)
+            model(mx.array([[100 + b] * (L - b % 7)]), cache=c)
+            rows.append(c)
+        mx.eval([x.state for r in rows for x in r])
+        layers = merge_row_cache(rows[0])
+        for r in rows[1:]:
+            for mine, theirs in zip(layers, merge_row_cache(r)):
+                mine.extend(theirs)
+        mx.eval([(x.keys, x.values) for x in layers])
+        return layers
+
+    print(f"{loaded.info.name} on {mx.default_device()}, batch {B}, context ~{L}")
+    for w in args.widths:
+        x = mx.ones((B, w), dtype=mx.uint32)
+
+        def forward():
+            cache = fresh_batch()
+            start = time.perf_counter()
+            logits = model(x, cache=cache)
+            mx.eval(logits)
+            forward.t = time.perf_counter() - start
+            return cache, logits
+
+        samples = []
+        for _ in range(4):
+            cache, logits = forward()
+            samples.append(forward.t * 1e3)
+        fwd = statistics.median(samples[1:])
+        greedy = timed(lambda: greedy_tokens(logits))
+        lse = timed(lambda: mx.eval(mx.argmax(log_softmax(logits), axis=-1)))
+        surplus = [(i % w) for i in range(B)]
+        roll = timed(
+            lambda: (rollback_rows(cache, surplus), mx.eval([(c.keys, c.values) for c in cache])), 3
+        )
+        print(
+            f"width {w:>2}: forward {fwd:7.2f} ms  greedy {greedy:6.2f} ms  "
+            f"argmax(log_softmax) {lse:6.2f} ms  rollback {roll:6.2f} ms",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()
