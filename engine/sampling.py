@@ -106,7 +106,10 @@ def greedy_tokens(logits: mx.array) -> list[list[int]]:
 
     The logsumexp over the vocabulary costs as much as a small model's forward on a CPU. The
     shift keeps the order of the logits, so the raw argmax is the same token unless another
-    logit lies within rounding of the largest; only those positions pay for the shift."""
+    logit lies within rounding of the largest; only those positions pay for the shift. On a GPU
+    the shift is nearly free and a per-position fallback would cost a sync each: shift at once."""
+    if mx.default_device().type == mx.DeviceType.gpu:
+        return mx.argmax(log_softmax(logits), axis=-1).tolist()
     top = mx.max(logits, axis=-1, keepdims=True)
     near = mx.sum(logits >= top - DEFAULT_TIE_TOLERANCE * mx.maximum(mx.abs(top), 1.0), axis=-1)
     raw = mx.argmax(logits, axis=-1)

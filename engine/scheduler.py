@@ -1,9 +1,10 @@
 """Continuous batching: admission, chunked prefill and decode steps, one thread, no Qt.
 
-Each `step()` has vLLM's shape: schedule (admit waiting requests), run (one prefill chunk and one
-decode step of the running batch), update (turn new tokens into events, finish rows). Requests
-are prefilled alone, exactly as `mlx_lm.generate` does (all prompt tokens but the last, in chunks),
-then join the running batch with their last prompt token as input.
+Each `step()` has vLLM's shape: schedule (admit waiting requests), run (one decode or verify
+round of the running batch, then one chunk of prompt processing), update (turn new tokens into
+events, finish rows; engine/outputs.py). As `mlx_lm.generate` does, a request's prompt is
+processed up to its last token (after the longest prefix the prompt cache restores); the last
+token joins the running batch as the row's first input.
 """
 
 from __future__ import annotations
@@ -19,23 +20,21 @@ import mlx.core as mx
 
 from engine.batch import DecodeBatch
 from engine.cache.kv_quant import KVQuant
+from engine.outputs import OutputProcessor
 from engine.prefill import ensure_caches, plan_chunks, prefill_alone, prefill_together
 from engine.prompt import build_prompt
 from engine.request_state import RequestState
 from engine.requests import (
     ErrorEvent,
     Event,
-    FinishedEvent,
     FinishReason,
     GenerationRequest,
     PrefillProgressEvent,
-    RequestStats,
     RequestStatus,
     SpecStats,
-    StatsEvent,
-    TokenEvent,
 )
 from engine.sampling import RowSampler, validate_sampling
+from engine.speculative.round_stats import record_round
 from engine.speculative.speculator import Speculator
 from engine.text_stream import TextStream
 
@@ -78,11 +77,11 @@ class Scheduler:
         self.batch = DecodeBatch(target.model, kv=KVQuant.of(self.config))
         self.speculator = Speculator(vocab_size=target.info.vocab_size)
         self._pending_draft: tuple[object | None] | None = None
+        self.out = OutputProcessor(
+            set(target.tokenizer.eos_token_ids), stats_interval_s=self.config.stats_interval_s
+        )
         self.steps = 0
-        self.generated_tokens = 0
-        self.spec_totals = SpecStats()
         self._cancelled: set[str] = set()
-        self._events: list[Event] = []
 
     # -- queries -------------------------------------------------------------------------------
 
@@ -93,9 +92,13 @@ class Scheduler:
     def has_work(self) -> bool:
         return bool(self.waiting or self.prefilling or len(self.batch))
 
+    @property
+    def generated_tokens(self) -> int:
+        return self.out.generated_tokens
+
     def spec_snapshot(self) -> SpecStats:
         """Speculation totals: finished requests plus the rows still running."""
-        total = copy.deepcopy(self.spec_totals)
+        total = copy.deepcopy(self.out.spec_totals)
         for state in self.batch.rows:
             total.add(state.stats.spec)
         return total
@@ -130,7 +133,6 @@ class Scheduler:
 
     def step(self) -> list[Event]:
         """Do one round of work; return the events it produced."""
-        self._events = []
         self._apply_cancellations()
         self._admit()
         if len(self.batch):
@@ -140,7 +142,7 @@ class Scheduler:
         self.steps += 1
         if self.steps % DEFAULT_CLEAR_CACHE_EVERY == 0:
             mx.clear_cache()
-        return self._events
+        return self.out.take()
 
     def set_draft(self, drafter: object | None) -> None:
         """Use this draft model (or none) from the next request on: it is installed once the
@@ -194,7 +196,7 @@ class Scheduler:
             if state.finished:
                 continue
             if n:
-                self._events.append(
+                self.out.events.append(
                     PrefillProgressEvent(state.request_id, state.prefilled + 1, len(state.prompt))
                 )
             if state.prefilled >= len(state.prompt) - 1:
@@ -208,7 +210,7 @@ class Scheduler:
         if state in self.prefilling:
             self.prefilling.remove(state)
         state.cache = state.draft_cache = None
-        self._fail(state, f"prompt processing failed: {exc}")
+        self.out.fail(state, f"prompt processing failed: {exc}")
 
     def _decode(self) -> None:
         try:
@@ -222,8 +224,8 @@ class Scheduler:
             self.batch.keep([])
             for state in rows:
                 if not state.finished:
-                    self._fail(state, f"decoding failed: {exc}")
-        self._emit_stats()
+                    self.out.fail(state, f"decoding failed: {exc}")
+        self.out.emit_stats(self.batch.rows)
 
     def _plain_step(self) -> None:
         batch_size = len(self.batch.rows)
@@ -269,35 +271,14 @@ class Scheduler:
             kept.append(accepted + 1)
             next_inputs.append(target[accepted])
             outcomes.append((row, target[: accepted + 1], [True] * accepted + [False]))
-            self._record_round(row, draft, accepted, draft_s, verify_s)
+            record_round(row.stats.spec, draft, accepted, draft_s=draft_s, verify_s=verify_s)
             self.speculator.observe(row, draft, accepted)
         self.batch.rollback(kept, next_inputs)
         self._accept_all(outcomes)
 
-    def _record_round(
-        self, row: RequestState, draft: list[int], accepted: int, draft_s: float, verify_s: float
-    ) -> None:
-        spec = row.stats.spec
-        spec.target_forwards += 1
-        spec.draft_time_s += draft_s
-        spec.verify_time_s += verify_s
-        if not draft:
-            return
-        spec.rounds += 1
-        spec.draft_tokens += len(draft)
-        spec.accepted_tokens += accepted
-        for pos in range(len(draft)):
-            if len(spec.drafted_by_position) <= pos:
-                spec.drafted_by_position.append(0)
-                spec.accepted_by_position.append(0)
-            spec.drafted_by_position[pos] += 1
-            spec.accepted_by_position[pos] += pos < accepted
-
     def _accept_all(self, produced: list[tuple[RequestState, list[int], list[bool]]]) -> None:
         done = [
-            state
-            for state, tokens, drafted in produced
-            if self._accept_tokens(state, tokens, drafted)
+            state for state, tokens, drafted in produced if self.out.accept(state, tokens, drafted)
         ]
         if done:
             self._publish(done)
@@ -314,70 +295,6 @@ class Scheduler:
                 continue
             self.reuse.publish(state, target, draft)
 
-    # -- turning tokens into events ------------------------------------------------------------
-
-    def _accept_tokens(self, state: RequestState, tokens: list[int], drafted: list[bool]) -> bool:
-        """Append new tokens to a row, stream them, and finish the row when it must end.
-
-        Returns True when the row finished (it must then leave the batch).
-        """
-        now = time.perf_counter()
-        if state.first_token_at is None:
-            state.first_token_at = now
-        eos = self.target.tokenizer.eos_token_ids
-        text = []
-        kept_tokens: list[int] = []
-        kept_drafted: list[bool] = []
-        reason = None
-        eos_hit = False
-        for token, from_draft in zip(tokens, drafted):
-            if token in eos:
-                reason, eos_hit = FinishReason.STOP, True
-                break
-            state.generated.append(token)
-            state.from_draft.append(from_draft)
-            kept_tokens.append(token)
-            kept_drafted.append(from_draft)
-            text.append(state.text.add(token))
-            if state.text.stopped:
-                reason = FinishReason.STOP
-                break
-            if len(state.generated) >= state.max_new_tokens:
-                reason = FinishReason.LENGTH
-                break
-        state.stats.spec.emitted_tokens += len(kept_tokens) + eos_hit
-        self.generated_tokens += len(kept_tokens)
-        if reason is not None:
-            text.append(state.text.finish())
-        delta = "".join(text)
-        if kept_tokens or delta:
-            self._events.append(TokenEvent(state.request_id, kept_tokens, delta, kept_drafted))
-        if reason is not None:
-            self._finish(state, reason)
-            return True
-        return False
-
-    def _emit_stats(self) -> None:
-        now = time.perf_counter()
-        for state in self.batch.rows:
-            if now - state.last_stats_at >= self.config.stats_interval_s:
-                state.last_stats_at = now
-                self._events.append(StatsEvent(state.request_id, _copy_stats(state, now)))
-
-    def _finish(self, state: RequestState, reason: FinishReason) -> None:
-        state.finish_reason = reason
-        state.status = RequestStatus.FINISHED
-        stats = _copy_stats(state)
-        self.spec_totals.add(stats.spec)
-        self._events.append(
-            FinishedEvent(state.request_id, reason, state.text.text, list(state.generated), stats)
-        )
-
-    def _fail(self, state: RequestState, message: str) -> None:
-        state.finish_reason = FinishReason.ERROR
-        state.status = RequestStatus.FINISHED
-        self._events.append(ErrorEvent(state.request_id, message, _copy_stats(state)))
-
     def _apply_cancellations(self) -> None:
         if not self._cancelled:
             return
@@ -386,16 +303,13 @@ class Scheduler:
             for state in [s for s in queue if s.request_id in ids]:
                 queue.remove(state)
                 state.cache = None
-                self._finish(state, FinishReason.CANCELLED)
+                self.out.finish(state, FinishReason.CANCELLED)
         gone = [s for s in self.batch.rows if s.request_id in ids]
         if gone:
             self._publish(gone)
             self.batch.remove(gone)
             for state in gone:
-                held = state.text.finish()  # text held back (half a character, a stop prefix)
-                if held:
-                    self._events.append(TokenEvent(state.request_id, [], held, []))
-                self._finish(state, FinishReason.CANCELLED)
+                self.out.cancel(state)
 
     # -- admission -----------------------------------------------------------------------------
 
@@ -425,7 +339,3 @@ class Scheduler:
         )
         state.stats.prompt_tokens = len(prompt)
         return state
-
-
-def _copy_stats(state: RequestState, now: float | None = None) -> RequestStats:
-    return copy.deepcopy(state.refresh_stats(now))

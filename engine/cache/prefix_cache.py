@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import platformdirs
 
 from engine.cache.disk import DiskEntry, DiskTier, WriteJob
 from engine.cache.layers import (
@@ -51,7 +50,15 @@ log = logging.getLogger(__name__)
 
 MIN_RAM_BYTES = 256 << 20
 DEFAULT_DISK_BYTES = 4 << 30
-DEFAULT_DISK_DIR = Path(platformdirs.user_cache_dir("tandem")) / "prefix"
+DEFAULT_DISK_DIR = "default"  # platformdirs' user cache folder / "prefix"
+
+
+def default_disk_dir() -> Path:
+    import platformdirs  # here, so the engine imports where platformdirs is absent (GPU box)
+
+    return Path(platformdirs.user_cache_dir("tandem")) / "prefix"
+
+
 CLOSE_FLUSH_S = 10.0
 MAX_PENDING_BYTES = 1 << 30  # numpy copies waiting for the writer; beyond this, writes are dropped
 
@@ -124,6 +131,8 @@ class PrefixCache:
         self._lock = threading.Lock()  # guards the counters (stats() may come from any thread)
         self._counts = CacheStats()
         self._disk: DiskTier | None = None
+        if disk_dir == DEFAULT_DISK_DIR:
+            disk_dir = default_disk_dir()
         if disk_dir is not None:
             pending = min(MAX_PENDING_BYTES, max(self.ram_limit, MIN_RAM_BYTES))
             self._disk = DiskTier(

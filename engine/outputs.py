@@ -1,0 +1,103 @@
+"""Turning a row's new tokens into events: EOS, stop strings and max tokens end a row at the
+right token; text deltas are whole UTF-8 characters; stats are copied out as plain values.
+(vLLM keeps the same job apart from its scheduler, in its OutputProcessor.)"""
+
+from __future__ import annotations
+
+import copy
+import time
+
+from engine.request_state import RequestState
+from engine.requests import (
+    ErrorEvent,
+    Event,
+    FinishedEvent,
+    FinishReason,
+    RequestStats,
+    RequestStatus,
+    SpecStats,
+    StatsEvent,
+    TokenEvent,
+)
+
+
+class OutputProcessor:
+    def __init__(self, eos_token_ids: set[int], *, stats_interval_s: float) -> None:
+        self.eos = eos_token_ids
+        self.stats_interval_s = stats_interval_s
+        self.events: list[Event] = []
+        self.generated_tokens = 0
+        self.spec_totals = SpecStats()  # of finished requests
+
+    def take(self) -> list[Event]:
+        events, self.events = self.events, []
+        return events
+
+    def accept(self, state: RequestState, tokens: list[int], drafted: list[bool]) -> bool:
+        """Append new tokens to a row, stream them, and finish the row when it must end.
+
+        Returns True when the row finished (it must then leave the batch)."""
+        if state.first_token_at is None:
+            state.first_token_at = time.perf_counter()
+        text = []
+        kept_tokens: list[int] = []
+        kept_drafted: list[bool] = []
+        reason = None
+        eos_hit = False
+        for token, from_draft in zip(tokens, drafted):
+            if token in self.eos:
+                reason, eos_hit = FinishReason.STOP, True
+                break
+            state.generated.append(token)
+            state.from_draft.append(from_draft)
+            kept_tokens.append(token)
+            kept_drafted.append(from_draft)
+            text.append(state.text.add(token))
+            if state.text.stopped:
+                reason = FinishReason.STOP
+                break
+            if len(state.generated) >= state.max_new_tokens:
+                reason = FinishReason.LENGTH
+                break
+        state.stats.spec.emitted_tokens += len(kept_tokens) + eos_hit
+        self.generated_tokens += len(kept_tokens)
+        if reason is not None:
+            text.append(state.text.finish())
+        delta = "".join(text)
+        if kept_tokens or delta:
+            self.events.append(TokenEvent(state.request_id, kept_tokens, delta, kept_drafted))
+        if reason is not None:
+            self.finish(state, reason)
+            return True
+        return False
+
+    def emit_stats(self, rows: list[RequestState]) -> None:
+        now = time.perf_counter()
+        for state in rows:
+            if now - state.last_stats_at >= self.stats_interval_s:
+                state.last_stats_at = now
+                self.events.append(StatsEvent(state.request_id, copy_stats(state, now)))
+
+    def finish(self, state: RequestState, reason: FinishReason) -> None:
+        state.finish_reason = reason
+        state.status = RequestStatus.FINISHED
+        stats = copy_stats(state)
+        self.spec_totals.add(stats.spec)
+        self.events.append(
+            FinishedEvent(state.request_id, reason, state.text.text, list(state.generated), stats)
+        )
+
+    def cancel(self, state: RequestState) -> None:
+        held = state.text.finish()  # text held back (half a character, a stop prefix)
+        if held:
+            self.events.append(TokenEvent(state.request_id, [], held, []))
+        self.finish(state, FinishReason.CANCELLED)
+
+    def fail(self, state: RequestState, message: str) -> None:
+        state.finish_reason = FinishReason.ERROR
+        state.status = RequestStatus.FINISHED
+        self.events.append(ErrorEvent(state.request_id, message, copy_stats(state)))
+
+
+def copy_stats(state: RequestState, now: float | None = None) -> RequestStats:
+    return copy.deepcopy(state.refresh_stats(now))
