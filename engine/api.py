@@ -15,9 +15,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
 from typing import Any
 
+from engine.config import EngineConfig
 from engine.requests import (
     EngineEvent,
     EngineStats,
@@ -27,37 +27,15 @@ from engine.requests import (
     GenerationRequest,
     ModelInfo,
 )
-from engine.worker import EngineWorker, WorkerConfig
+from engine.worker import EngineWorker
 
 log = logging.getLogger(__name__)
 
-DEFAULT_PREFILL_CHUNK = 512
-DEFAULT_MAX_BATCH = 16
 DEFAULT_STOP_TIMEOUT_S = 30.0
 
 
 class EngineNotStarted(RuntimeError):
     pass
-
-
-@dataclass(frozen=True)
-class EngineConfig:
-    model: str | None = None  # a model folder, a Hugging Face repo id in the local cache, or None
-    draft_model: str | None = None  # for speculative method "draft"; same tokenizer as model
-    prefill_chunk: int = DEFAULT_PREFILL_CHUNK
-    max_batch: int = DEFAULT_MAX_BATCH
-    max_context: int | None = None  # cap below the model's own context length
-    prefix_cache: bool = True  # reuse computed prompts across turns, tabs and restarts
-    cache_dir: str | None = None  # None: $TANDEM_PREFIX_CACHE_DIR or the user cache folder
-    cache_ram_bytes: int | None = None  # None: chosen from the machine's memory
-    cache_disk_bytes: int | None = None  # None: 4 GiB; 0 keeps the cache in RAM only
-    log_blas: bool = True
-    # KV cache quantization (engine/cache/kv_quant.py): None (off), 4 or 8 bits; the group size
-    # (32, 64, 128) must divide the model's head size; quantize once a cache holds kv_start
-    # positions (mlx-lm's quantized_kv_start). Bad settings make the model load fail.
-    kv_bits: int | None = None
-    kv_group_size: int = 64
-    kv_start: int = 0
 
 
 class Engine:
@@ -78,20 +56,7 @@ class Engine:
             return
         self._loop = asyncio.get_running_loop()
         self._worker = EngineWorker(
-            WorkerConfig(
-                model=self.config.model,
-                prefill_chunk=self.config.prefill_chunk,
-                max_batch=self.config.max_batch,
-                max_context=self.config.max_context,
-                prefix_cache=self.config.prefix_cache,
-                cache_dir=self.config.cache_dir,
-                cache_ram_bytes=self.config.cache_ram_bytes,
-                cache_disk_bytes=self.config.cache_disk_bytes,
-                log_blas=self.config.log_blas,
-                kv_bits=self.config.kv_bits,
-                kv_group_size=self.config.kv_group_size,
-                kv_start=self.config.kv_start,
-            ),
+            self.config,
             deliver=self._deliver_threadsafe,
             announce=self._announce_threadsafe,
         )

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine import blas
+from engine.config import EngineConfig
 from engine.requests import (
     EngineErrorEvent,
     EngineEvent,
@@ -72,22 +73,6 @@ class _Call:
 
 
 @dataclass
-class WorkerConfig:
-    model: str | None = None
-    prefill_chunk: int = 512
-    max_batch: int = 16
-    max_context: int | None = None
-    prefix_cache: bool = True
-    cache_dir: str | None = None
-    cache_ram_bytes: int | None = None
-    cache_disk_bytes: int | None = None
-    log_blas: bool = True
-    kv_bits: int | None = None  # KV cache quantization: None (off), 4 or 8
-    kv_group_size: int = 64  # 32, 64 or 128; must divide the model's head size
-    kv_start: int = 0  # quantize once a cache holds this many positions
-
-
-@dataclass
 class _Rate:
     samples: deque = field(default_factory=deque)
 
@@ -102,7 +87,7 @@ class _Rate:
 class EngineWorker(threading.Thread):
     def __init__(
         self,
-        config: WorkerConfig,
+        config: EngineConfig,
         *,
         deliver: Callable[[list[Event]], None],
         announce: Callable[[EngineEvent], None],
@@ -340,7 +325,7 @@ class EngineWorker(threading.Thread):
         self._set_status("stopped")
 
 
-def _new_prefix_cache(config: WorkerConfig) -> Any:
+def _new_prefix_cache(config: EngineConfig) -> Any:
     import os
     from pathlib import Path
 
