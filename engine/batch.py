@@ -39,6 +39,7 @@ class DecodeBatch:
         self.input_is_sampled: list[bool] = []  # True: the pending input is a new token to emit
         self._width = 0  # draft width of the last verify round
         self.last_draft_s = 0.0  # time the draft model spent in the last verify round
+        self.last_sample_s = 0.0  # time picking the target's tokens in the last verify round
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -159,11 +160,14 @@ class DecodeBatch:
                 dtype=mx.uint32,
             )
         logits = self.model(x, cache=self.cache)
+        mx.eval(logits)  # so the sampling below is timed on its own
+        sampling_start = time.perf_counter()
         columns = x.tolist()
         drafts = [row[1 : 1 + k] if k > 0 else d for row, k, d in zip(columns, draft_k, drafts)]
         contexts = [self._verify_contexts(row, d) for row, d in zip(self.rows, drafts)]
         lengths = [len(d) + 1 for d in drafts]
         targets = sample_positions(logits, [r.sampler for r in self.rows], contexts, lengths)
+        self.last_sample_s = time.perf_counter() - sampling_start
         self._width = width
         return drafts, targets
 

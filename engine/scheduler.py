@@ -260,7 +260,8 @@ class Scheduler:
         drafts, targets = self.batch.verify(drafts, by_model)
         t2 = time.perf_counter()
         draft_s = (t1 - t0) + self.batch.last_draft_s
-        verify_s = t2 - t1 - self.batch.last_draft_s
+        sample_s = self.batch.last_sample_s
+        verify_s = t2 - t1 - self.batch.last_draft_s - sample_s
         width = max(len(d) for d in drafts)
         self.speculator.costs.record(len(rows), width + 1, verify_s)
         kept, next_inputs, outcomes = [], [], []
@@ -271,7 +272,14 @@ class Scheduler:
             kept.append(accepted + 1)
             next_inputs.append(target[accepted])
             outcomes.append((row, target[: accepted + 1], [True] * accepted + [False]))
-            record_round(row.stats.spec, draft, accepted, draft_s=draft_s, verify_s=verify_s)
+            record_round(
+                row.stats.spec,
+                draft,
+                accepted,
+                draft_s=draft_s,
+                verify_s=verify_s,
+                sample_s=sample_s,
+            )
             self.speculator.observe(row, draft, accepted)
         self.batch.rollback(kept, next_inputs)
         self._accept_all(outcomes)

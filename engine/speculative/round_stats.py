@@ -6,11 +6,18 @@ from engine.requests import SpecStats
 
 
 def record_round(
-    spec: SpecStats, draft: list[int], accepted: int, *, draft_s: float, verify_s: float
+    spec: SpecStats,
+    draft: list[int],
+    accepted: int,
+    *,
+    draft_s: float,
+    verify_s: float,
+    sample_s: float,
 ) -> None:
     spec.target_forwards += 1
     spec.draft_time_s += draft_s
     spec.verify_time_s += verify_s
+    spec.sample_time_s += sample_s
     if not draft:
         return
     spec.rounds += 1
