@@ -84,6 +84,8 @@ async def drain(stream) -> Outcome:
     async for event in stream:
         assert out.end is None, "an event came after the stream's last one"
         if isinstance(event, TokenEvent):
+            assert isinstance(event.text, str)
+            assert len(event.from_draft) == len(event.token_ids)
             out.tokens += event.token_ids
             out.deltas.append(event.text)
             out.from_draft += event.from_draft
