@@ -11,6 +11,7 @@ rollback (engine/cache/kv_quant.py); the draft model's cache stays unquantized.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import mlx.core as mx
@@ -28,6 +29,16 @@ def merge_row_cache(row_cache: list[Any]) -> list[Any]:
     return as_ragged([merge_layer([layer]) for layer in row_cache])
 
 
+@dataclass
+class Verify:
+    """A verify forward in flight (DecodeBatch.verify_launch)."""
+
+    x: mx.array  # [B, width + 1] inputs: pending tokens and drafts
+    logits: mx.array
+    drafts: list[list[int]]
+    draft_k: list[int]
+
+
 class DecodeBatch:
     def __init__(self, model: Any, kv: KVQuant | None = None) -> None:
         self.model = model
@@ -40,6 +51,7 @@ class DecodeBatch:
         self._width = 0  # draft width of the last verify round
         self.last_draft_s = 0.0  # time the draft model spent in the last verify round
         self.last_sample_s = 0.0  # time picking the target's tokens in the last verify round
+        self.last_wait_s = 0.0  # time waiting for the last verify forward once it was queued
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -123,7 +135,7 @@ class DecodeBatch:
             tail = mx.concatenate([tail, inputs[i : i + 1]])
         return tail
 
-    # -- speculative rounds (not pipelined: drafting needs the last token) ---------------------
+    # -- speculative rounds: drafting needs the last tokens, so only host work overlaps -------
 
     def flush(self) -> list[tuple[RequestState, int]]:
         """Read back pending sampled inputs; returns the (row, token) pairs to emit."""
@@ -143,6 +155,11 @@ class DecodeBatch:
         Rows with `draft_k[i] > 0` are drafted here by the draft model (k tokens); the others
         bring `drafts[i]`. Returns (the drafts used, the target tokens at positions
         0..len(draft)); the caller decides how many were accepted and calls `rollback`."""
+        return self.verify_collect(self.verify_launch(drafts, draft_k))
+
+    def verify_launch(self, drafts: list[list[int]], draft_k: list[int] | None = None) -> Verify:
+        """Queue the verify forward (`verify`'s first half) and return at once, so host work
+        can overlap it; `verify_collect` waits for it."""
         assert self.inputs is not None and not any(self.input_is_sampled)
         draft_k = draft_k or [0] * len(drafts)
         width = max(max(len(d) for d in drafts), max(draft_k))
@@ -160,15 +177,26 @@ class DecodeBatch:
                 dtype=mx.uint32,
             )
         logits = self.model(x, cache=self.cache)
-        mx.eval(logits)  # so the sampling below is timed on its own
+        mx.async_eval(logits)
+        self._width = width
+        return Verify(x=x, logits=logits, drafts=drafts, draft_k=draft_k)
+
+    def verify_collect(self, pending: Verify) -> tuple[list[list[int]], list[list[int]]]:
+        start = time.perf_counter()
+        mx.eval(pending.logits)
+        self.last_wait_s = time.perf_counter() - start
         sampling_start = time.perf_counter()
-        columns = x.tolist()
-        drafts = [row[1 : 1 + k] if k > 0 else d for row, k, d in zip(columns, draft_k, drafts)]
+        columns = pending.x.tolist()
+        drafts = [
+            row[1 : 1 + k] if k > 0 else d
+            for row, k, d in zip(columns, pending.draft_k, pending.drafts)
+        ]
         contexts = [self._verify_contexts(row, d) for row, d in zip(self.rows, drafts)]
         lengths = [len(d) + 1 for d in drafts]
-        targets = sample_positions(logits, [r.sampler for r in self.rows], contexts, lengths)
+        targets = sample_positions(
+            pending.logits, [r.sampler for r in self.rows], contexts, lengths
+        )
         self.last_sample_s = time.perf_counter() - sampling_start
-        self._width = width
         return drafts, targets
 
     def rollback(self, kept: list[int], next_inputs: list[int]) -> None:

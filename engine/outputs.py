@@ -37,35 +37,58 @@ class OutputProcessor:
         """Append new tokens to a row, stream them, and finish the row when it must end.
 
         Returns True when the row finished (it must then leave the batch)."""
+        self.record(state, tokens, drafted)
+        return self.stream(state)
+
+    def record(self, state: RequestState, tokens: list[int], drafted: list[bool]) -> bool:
+        """The cheap half of `accept`: the tokens join the row up to EOS or max tokens, so the
+        next round can draft from them; `stream` turns them into text later (stop strings
+        may then give some back). Returns True when EOS or max tokens ended the row."""
         if state.first_token_at is None:
             state.first_token_at = time.perf_counter()
-        text = []
-        kept_tokens: list[int] = []
-        kept_drafted: list[bool] = []
-        reason = None
-        eos_hit = False
+        kept, eos_hit = 0, False
         for token, from_draft in zip(tokens, drafted):
             if token in self.eos:
-                reason, eos_hit = FinishReason.STOP, True
+                state.ends_with, eos_hit = FinishReason.STOP, True
                 break
             state.generated.append(token)
             state.from_draft.append(from_draft)
-            kept_tokens.append(token)
-            kept_drafted.append(from_draft)
+            kept += 1
+            if len(state.generated) >= state.max_new_tokens:
+                state.ends_with = FinishReason.LENGTH
+                break
+        state.unstreamed += kept
+        state.stats.spec.emitted_tokens += kept + eos_hit
+        self.generated_tokens += kept
+        return state.ends_with is not None
+
+    def stream(self, state: RequestState) -> bool:
+        """Text for the recorded tokens; finish the row if it ended. True when it finished."""
+        new, state.unstreamed = state.unstreamed, 0
+        start = len(state.generated) - new
+        reason = state.ends_with
+        text = []
+        for used, token in enumerate(state.generated[start:], 1):
             text.append(state.text.add(token))
             if state.text.stopped:
                 reason = FinishReason.STOP
+                dropped = new - used  # recorded after the stop string: not part of the reply
+                if dropped:
+                    del state.generated[-dropped:]
+                    del state.from_draft[-dropped:]
+                    self.generated_tokens -= dropped
+                # an EOS after the stop string was never reached either
+                eos = state.ends_with == FinishReason.STOP
+                state.stats.spec.emitted_tokens -= dropped + eos
                 break
-            if len(state.generated) >= state.max_new_tokens:
-                reason = FinishReason.LENGTH
-                break
-        state.stats.spec.emitted_tokens += len(kept_tokens) + eos_hit
-        self.generated_tokens += len(kept_tokens)
         if reason is not None:
             text.append(state.text.finish())
         delta = "".join(text)
-        if kept_tokens or delta:
-            self.events.append(TokenEvent(state.request_id, kept_tokens, delta, kept_drafted))
+        tokens = state.generated[start:]
+        if tokens or delta:
+            self.events.append(
+                TokenEvent(state.request_id, tokens, delta, state.from_draft[start:])
+            )
         if reason is not None:
             self.finish(state, reason)
             return True

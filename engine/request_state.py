@@ -35,6 +35,8 @@ class RequestState:
     first_token_at: float | None = None
     last_stats_at: float = 0.0
     finish_reason: FinishReason | None = None
+    unstreamed: int = 0  # tokens at the end of `generated` not yet turned into text
+    ends_with: FinishReason | None = None  # EOS or max tokens reached; text not yet streamed
     drafter_state: Any = None  # owned by the speculative layer
 
     @property

@@ -36,6 +36,7 @@ from engine.requests import (
 from engine.sampling import RowSampler, validate_sampling
 from engine.speculative.round_stats import record_round
 from engine.speculative.speculator import Speculator
+from engine.step_timing import StepTiming
 from engine.text_stream import TextStream
 
 if TYPE_CHECKING:
@@ -81,6 +82,8 @@ class Scheduler:
             set(target.tokenizer.eos_token_ids), stats_interval_s=self.config.stats_interval_s
         )
         self.steps = 0
+        self.timing = StepTiming()
+        self._deferred: list[RequestState] = []  # rows whose last round's text is not out yet
         self._cancelled: set[str] = set()
 
     # -- queries -------------------------------------------------------------------------------
@@ -133,6 +136,8 @@ class Scheduler:
 
     def step(self) -> list[Event]:
         """Do one round of work; return the events it produced."""
+        if self._deferred and (self._cancelled or not self._will_speculate()):
+            self._flush_deferred()
         self._apply_cancellations()
         self._admit()
         if len(self.batch):
@@ -143,6 +148,9 @@ class Scheduler:
         if self.steps % DEFAULT_CLEAR_CACHE_EVERY == 0:
             mx.clear_cache()
         return self.out.take()
+
+    def _will_speculate(self) -> bool:
+        return bool(self.batch.rows) and self.speculator.active(self.batch.rows)
 
     def set_draft(self, drafter: object | None) -> None:
         """Use this draft model (or none) from the next request on: it is installed once the
@@ -220,6 +228,7 @@ class Scheduler:
                 self._plain_step()
         except Exception as exc:  # noqa: BLE001 - fail the batch's rows, keep the engine
             log.exception("decode step failed")
+            self._deferred = []
             rows = list(self.batch.rows)
             self.batch.keep([])
             for state in rows:
@@ -236,10 +245,14 @@ class Scheduler:
         for state in self.batch.rows:
             state.stats.spec.target_forwards += 1
         self._accept_all([(state, [token], [False]) for state, token in produced])
+        self.timing.plain_steps += 1
+        self.timing.plain_s += time.perf_counter() - start
 
     def _speculative_round(self) -> None:
         """Draft for every row that speculates, verify all rows in one target forward, keep
-        each row's accepted prefix plus the target's own next token, roll back the rest."""
+        each row's accepted prefix plus the target's own next token, roll back the rest.
+
+        The text of the previous round's tokens is made while this round's forward runs."""
         self._accept_all([(state, [token], [False]) for state, token in self.batch.flush()])
         if not self.batch.rows:
             return
@@ -255,15 +268,26 @@ class Scheduler:
         ]
         t1 = time.perf_counter()
         if not any(drafts) and not any(by_model):
+            self._flush_deferred()
             self._plain_step()
             return
-        drafts, targets = self.batch.verify(drafts, by_model)
+        pending = self.batch.verify_launch(drafts, by_model)
+        t_launched = time.perf_counter()
+        stopped = {id(s) for s in self._stream_deferred()}  # overlaps the forward
+        t_streamed = time.perf_counter()
+        drafts, targets = self.batch.verify_collect(pending)
         t2 = time.perf_counter()
         draft_s = (t1 - t0) + self.batch.last_draft_s
         sample_s = self.batch.last_sample_s
-        verify_s = t2 - t1 - self.batch.last_draft_s - sample_s
+        verify_s = t_launched - t1 - self.batch.last_draft_s + self.batch.last_wait_s
         width = max(len(d) for d in drafts)
         self.speculator.costs.record(len(rows), width + 1, verify_s)
+        timing = self.timing
+        timing.verify_rounds += 1
+        timing.plan_s += t1 - t0
+        timing.draft_model_s += self.batch.last_draft_s
+        timing.forward_s += verify_s
+        timing.sample_s += sample_s
         kept, next_inputs, outcomes = [], [], []
         for row, draft, target in zip(rows, drafts, targets):
             accepted = 0
@@ -271,6 +295,8 @@ class Scheduler:
                 accepted += 1
             kept.append(accepted + 1)
             next_inputs.append(target[accepted])
+            if id(row) in stopped:
+                continue  # a stop string ended it last round; it leaves with this round
             outcomes.append((row, target[: accepted + 1], [True] * accepted + [False]))
             record_round(
                 row.stats.spec,
@@ -282,7 +308,32 @@ class Scheduler:
             )
             self.speculator.observe(row, draft, accepted)
         self.batch.rollback(kept, next_inputs)
-        self._accept_all(outcomes)
+        t3 = time.perf_counter()
+        done = [row for row in rows if id(row) in stopped]
+        for row, tokens, drafted in outcomes:
+            ended = self.out.record(row, tokens, drafted)
+            # a row that ended, or the reply's first tokens, stream now; the rest next round
+            if ended or row.unstreamed == len(row.generated):
+                if self.out.stream(row):
+                    done.append(row)
+            else:
+                self._deferred.append(row)
+        if done:
+            self._publish(done)
+            self.batch.remove(done)
+        timing.rollback_s += t3 - t2
+        timing.output_s += (t_streamed - t_launched) + (time.perf_counter() - t3)
+
+    def _stream_deferred(self) -> list[RequestState]:
+        """Text for the tokens the last round recorded; returns the rows that it ended."""
+        rows, self._deferred = self._deferred, []
+        return [s for s in rows if not s.finished and s.unstreamed and self.out.stream(s)]
+
+    def _flush_deferred(self) -> None:
+        done = self._stream_deferred()
+        if done:
+            self._publish(done)
+            self.batch.remove(done)
 
     def _accept_all(self, produced: list[tuple[RequestState, list[int], list[bool]]]) -> None:
         done = [

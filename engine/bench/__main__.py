@@ -30,6 +30,7 @@ from engine.bench.baselines import (
 from engine.bench.charts import speedup_chart
 from engine.bench.workloads import WORKLOADS, messages_for, prompt_ids
 from engine.requests import SpecMethod, SpecStats, SpeculativeParams
+from engine.step_timing import StepTiming
 
 DEFAULT_CONCURRENCY = (1, 4, 8)
 DEFAULT_MAX_TOKENS = 64
@@ -47,6 +48,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--speculative", choices=[m.value for m in SpecMethod], default=SpecMethod.OFF.value
     )
     p.add_argument("--draft-tokens", type=int, nargs="+", default=[4])
+    p.add_argument("--ngram-min", type=int, default=None, help="prompt lookup's shortest n-gram")
+    p.add_argument("--ngram-max", type=int, default=None, help="prompt lookup's longest n-gram")
     p.add_argument(
         "--acceptance",
         type=float,
@@ -58,6 +61,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--prefill-chunk", type=int, default=512)
     p.add_argument("--no-baseline", action="store_true", help="skip mlx-lm's BatchGenerator")
     p.add_argument("--no-check", action="store_true", help="skip the mlx_lm.generate check")
+    p.add_argument("--no-warmup", action="store_true", help="skip the untimed run per draft length")
     p.add_argument("--json", type=Path, default=None, help="write results here")
     p.add_argument("--chart", type=Path, default=None, help="synthetic sweep chart (PNG)")
     return p.parse_args(argv)
@@ -79,8 +83,13 @@ def spec_configs(args: argparse.Namespace) -> list[SpeculativeParams]:
     if method == SpecMethod.OFF:
         return []
     rates = args.acceptance if method == SpecMethod.SYNTHETIC else [None]
+    ngrams = {
+        name: value
+        for name, value in (("ngram_min", args.ngram_min), ("ngram_max", args.ngram_max))
+        if value is not None
+    }
     return [
-        SpeculativeParams(method=method, draft_tokens=k, synthetic_acceptance=a or 0.0)
+        SpeculativeParams(method=method, draft_tokens=k, synthetic_acceptance=a or 0.0, **ngrams)
         for k in args.draft_tokens
         for a in rates
     ]
@@ -133,15 +142,23 @@ async def bench(args: argparse.Namespace) -> dict:
         base_runs: list[RunResult] = []
         plain_runs: list[RunResult] = []
         spec_runs: dict[int, list[RunResult]] = {i: [] for i in range(len(configs))}
+        if not args.no_warmup:
+            # one untimed run per draft length: MLX's CUDA backend builds an attention graph per
+            # new shape (batch size, tokens per row), once per process
+            for k in sorted({s.draft_tokens for s in configs}):
+                spec = next(s for s in configs if s.draft_tokens == k)
+                specs = [with_reference(spec, r) for r in expected] if expected else spec
+                await run_ours(eng, prompts, args.max_tokens, speculative=specs)
         for _ in range(args.repeats):
             if not args.no_baseline:
                 base_runs.append(run_batch_generator(model, tokenizer, prompts, args.max_tokens))
             plain_runs.append(await run_ours(eng, prompts, args.max_tokens))
             for i, spec in enumerate(configs):
                 specs = [with_reference(spec, r) for r in expected] if expected else spec
-                spec_runs[i].append(
-                    await run_ours(eng, prompts, args.max_tokens, speculative=specs)
-                )
+                await take_timing(eng)
+                run = await run_ours(eng, prompts, args.max_tokens, speculative=specs)
+                run.timing = await take_timing(eng)
+                spec_runs[i].append(run)
         mlx_spec = None
         if c == 1 and draft is not None and configs:
             mlx_spec = statistics.median(
@@ -175,11 +192,24 @@ async def bench(args: argparse.Namespace) -> dict:
     }
 
 
+async def take_timing(eng: Engine) -> StepTiming:
+    """The engine's step timing since the last call (reset for the next run)."""
+
+    def swap() -> StepTiming:
+        scheduler = eng._worker._scheduler
+        timing, scheduler.timing = scheduler.timing, StepTiming()
+        return timing
+
+    return await eng.run_on_engine_thread(swap)
+
+
 def make_row(args, c, spec, runs, base_runs, plain, base, expected, mlx_spec) -> dict:
     ours = statistics.median(r.tokens_per_s for r in runs)
     totals = SpecStats()
+    timing = StepTiming()
     for r in runs:
         totals.add(r.spec)
+        timing.add(r.timing)
     by_pos = [
         round(a / d, 3) if d else 0.0
         for a, d in zip(totals.accepted_by_position, totals.drafted_by_position)
@@ -208,6 +238,9 @@ def make_row(args, c, spec, runs, base_runs, plain, base, expected, mlx_spec) ->
         else None,
         "lossless": all(r.tokens == expected for r in runs) if expected else None,
         "ours_runs_tokens_per_s": [round(r.tokens_per_s, 2) for r in runs],
+        "step_ms": timing.per_round_ms(),
+        "verify_rounds": timing.verify_rounds,
+        "plain_steps": timing.plain_steps,
     }
 
 

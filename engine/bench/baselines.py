@@ -19,6 +19,7 @@ from engine.requests import (
     SpeculativeParams,
     TokenEvent,
 )
+from engine.step_timing import StepTiming
 
 DEFAULT_PREFILL_STEP = 512
 
@@ -29,6 +30,7 @@ class RunResult:
     wall_s: float
     ttft_s: list[float]
     spec: SpecStats = field(default_factory=SpecStats)
+    timing: StepTiming = field(default_factory=StepTiming)
 
     @property
     def generated(self) -> int:

@@ -8,6 +8,12 @@ instead marks its discarded positions as holes, which join the left padding in t
 real tokens. Keys are written with their RoPE already applied, so a hole changes nothing for
 the positions after it. When holes take up too much of the buffer, `compact()` gathers each
 row's real positions back into place (one move, now and then).
+
+On a GPU, a forward over several tokens per row (a verify round) attends over the whole buffer,
+its unwritten tail masked, instead of over exactly the positions written so far: MLX's CUDA
+backend runs such attention through cuDNN, which builds (tens of milliseconds) and caches one
+graph per shape, so a key length that changes every round would build a graph every round. The
+buffer's length changes only when it grows, by `step` positions at a time.
 """
 
 from __future__ import annotations
@@ -19,11 +25,18 @@ from mlx_lm.models.cache import BatchKVCache, KVCache
 DEFAULT_COMPACT_FRACTION = 0.25  # compact when holes exceed this share of the buffer
 
 
+def default_whole_buffer() -> bool:
+    """Attend over the whole buffer in multi-token forwards: on a GPU (see above) only; on a
+    CPU the masked tail would cost real work and shapes cost nothing."""
+    return mx.default_device().type == mx.DeviceType.gpu
+
+
 class RaggedBatchKVCache(BatchKVCache):
     def __init__(self, left_padding: list[int]) -> None:
         super().__init__(left_padding)
         self.hole_spans: list[tuple[int, int, int]] = []  # (row, start, end) buffer positions
         self.holes = 0  # most hole positions in any row (for the compaction decision)
+        self.whole_buffer = default_whole_buffer()
 
     @classmethod
     def from_batch(cls, cache: BatchKVCache) -> RaggedBatchKVCache:
@@ -31,7 +44,39 @@ class RaggedBatchKVCache(BatchKVCache):
         ragged.__dict__.update(cache.__dict__)
         ragged.hole_spans = []
         ragged.holes = 0
+        ragged.whole_buffer = default_whole_buffer()
         return ragged
+
+    # -- writing: the buffer grows by whole steps; multi-token forwards may see all of it ------
+
+    def capacity_after(self, n: int) -> int:
+        """The buffer's length once `n` more positions are written."""
+        if self.keys is not None and self._idx + n <= self.keys.shape[2]:
+            return self.keys.shape[2]
+        return (self._idx + n + self.step - 1) // self.step * self.step
+
+    def update_and_fetch(self, keys: mx.array, values: mx.array) -> tuple[mx.array, mx.array]:
+        prev, n = self._idx, keys.shape[2]
+        capacity = self.capacity_after(n)
+        if self.keys is None or capacity != self.keys.shape[2]:
+            B, heads, _, k_dim = keys.shape
+            grow_k = mx.zeros((B, heads, capacity - prev, k_dim), keys.dtype)
+            grow_v = mx.zeros((B, heads, capacity - prev, values.shape[3]), values.dtype)
+            if self.keys is None:
+                self.keys, self.values = grow_k, grow_v
+            else:
+                self.keys = mx.concatenate([self.keys[..., :prev, :], grow_k], axis=2)
+                self.values = mx.concatenate([self.values[..., :prev, :], grow_v], axis=2)
+        self.offset = self.offset + n
+        self._idx += n
+        self.keys[..., prev : self._idx, :] = keys
+        self.values[..., prev : self._idx, :] = values
+        if self._sees_whole_buffer(n):
+            return self.keys, self.values
+        return self.keys[..., : self._idx, :], self.values[..., : self._idx, :]
+
+    def _sees_whole_buffer(self, n: int) -> bool:
+        return self.whole_buffer and n > 1
 
     # -- the mask: left padding and holes (built once per forward, from layer 0) ---------------
 
@@ -45,14 +90,19 @@ class RaggedBatchKVCache(BatchKVCache):
         return valid
 
     def make_mask(self, N: int, return_array: bool = False, **kwargs):
-        if not self.hole_spans:
+        whole = self._sees_whole_buffer(N)
+        if not self.hole_spans and not whole:
             return super().make_mask(N, return_array=return_array, **kwargs)
         start = self._idx
-        rinds = mx.arange(start + N)
+        length = self.capacity_after(N) if whole else start + N
+        rinds = mx.arange(length)
         linds = mx.arange(start, start + N)[:, None]
-        causal = linds >= rinds[None]  # [N, start + N]
+        causal = linds >= rinds[None]  # [N, length]: hides the unwritten tail too
         keep = mx.concatenate(
-            [self.valid_map(start), mx.ones((self.left_padding.shape[0], N), dtype=mx.bool_)],
+            [
+                self.valid_map(start),
+                mx.ones((self.left_padding.shape[0], length - start), dtype=mx.bool_),
+            ],
             axis=1,
         )
         return causal[None, None] & keep[:, None, None, :]
@@ -84,11 +134,16 @@ class RaggedBatchKVCache(BatchKVCache):
             return
         valid = self.valid_map(self._idx)
         real = valid.astype(mx.int32).sum(axis=1)
-        # stable order: holes (False) first, then real positions in their order
+        # stable order: holes (False) first, then real positions in their order; the unwritten
+        # tail stays where it is, so the buffer keeps its length (and attention its shapes)
         order = mx.argsort(valid.astype(mx.int32) * (self._idx + 1) + mx.arange(self._idx)[None])
+        capacity = self.keys.shape[2]
+        if capacity > self._idx:
+            tail = mx.arange(self._idx, capacity)[None]
+            order = mx.concatenate([order, mx.broadcast_to(tail, (order.shape[0], tail.size))], 1)
         idx = order[:, None, :, None]
-        self.keys = mx.take_along_axis(self.keys[..., : self._idx, :], idx, axis=2)
-        self.values = mx.take_along_axis(self.values[..., : self._idx, :], idx, axis=2)
+        self.keys = mx.take_along_axis(self.keys, idx, axis=2)
+        self.values = mx.take_along_axis(self.values, idx, axis=2)
         self.left_padding = self._idx - real
         self.hole_spans, self.holes = [], 0
 

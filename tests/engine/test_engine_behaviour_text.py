@@ -147,6 +147,7 @@ def test_stop_string_plain_and_inside_an_accepted_run(tiny, reply):
         assert "".join(out.deltas) == before
         assert all(stop not in delta for delta in out.deltas)
         assert out.tokens == out.finished.token_ids == reply[:taken]
+        assert out.finished.stats.spec.emitted_tokens == taken  # none past the stop string
     assert spec.from_draft[-1] is True  # the stop was completed by an accepted draft token
     assert spec.finished.stats.spec.rounds >= 1
 

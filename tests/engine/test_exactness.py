@@ -193,3 +193,16 @@ def test_draft_model_rows_equal_generate(tiny_llama, tmp_path_factory, draft):
         run_engine(tiny_llama, prompts, 20, stagger=True, specs=specs, draft_dir=draft_dir)
     )
     assert got == expected
+
+
+def test_whole_buffer_attention_rows_equal_generate(tiny_llama, monkeypatch):
+    # the GPU's mode (engine/cache/ragged.py): verify forwards attend over the whole buffer,
+    # its unwritten tail masked; forced on here, where the default is off
+    import engine.cache.ragged as ragged
+
+    monkeypatch.setattr(ragged, "default_whole_buffer", lambda: True)
+    prompts = repetitive_prompts(6, seed=50)
+    expected = reference_tokens(tiny_llama, prompts, max_tokens=24)
+    specs = mixed_specs(prompts, expected)
+    got = asyncio.run(run_engine(tiny_llama, prompts, 24, stagger=True, specs=specs))
+    assert got == expected

@@ -1,0 +1,56 @@
+"""RaggedBatchKVCache: per-row rollback as holes, compaction, and the whole-buffer view that
+multi-token forwards use on a GPU (engine/cache/ragged.py)."""
+
+from __future__ import annotations
+
+import mlx.core as mx
+
+import engine  # noqa: F401  (OpenBLAS before MLX)
+from engine.cache.ragged import RaggedBatchKVCache
+
+
+def write(cache: RaggedBatchKVCache, start: int, n: int, rows: int = 2):
+    """Write n positions whose key values are their write order (start, start+1, ...)."""
+    values = mx.arange(start, start + n, dtype=mx.float32)
+    kv = mx.broadcast_to(values[None, None, :, None], (rows, 1, n, 4))
+    return cache.update_and_fetch(kv, kv)
+
+
+def real_positions(cache: RaggedBatchKVCache) -> list[list[float]]:
+    valid = cache.valid_map(cache._idx).tolist()
+    keys = cache.keys[:, 0, : cache._idx, 0].tolist()
+    return [[k for k, ok in zip(row, v) if ok] for row, v in zip(keys, valid)]
+
+
+def test_rollback_leaves_holes_and_compaction_keeps_the_buffer_length():
+    cache = RaggedBatchKVCache([0, 0])
+    cache.whole_buffer = False
+    write(cache, 0, 3)
+    write(cache, 3, 5)  # a verify round of 5 positions
+    cache.rollback([1, 4])  # row 0 keeps 4 of them, row 1 keeps 1
+    assert real_positions(cache) == [[0, 1, 2, 3, 4, 5, 6], [0, 1, 2, 3]]
+    assert cache.offset.tolist() == [7, 4]
+    capacity = cache.keys.shape[2]
+    cache.compact()
+    assert cache.keys.shape[2] == capacity
+    assert cache.hole_spans == []
+    assert real_positions(cache) == [[0, 1, 2, 3, 4, 5, 6], [0, 1, 2, 3]]
+    write(cache, 7, 1)  # writes continue after the compacted rows
+    assert real_positions(cache) == [[0, 1, 2, 3, 4, 5, 6, 7], [0, 1, 2, 3, 7]]
+
+
+def test_whole_buffer_view_and_mask_cover_the_same_length():
+    cache = RaggedBatchKVCache([1, 0])
+    cache.whole_buffer = True
+    write(cache, 0, 3)
+    cache.rollback([0, 1])
+    mask = cache.make_mask(4)
+    keys, _ = write(cache, 3, 4)
+    assert keys.shape[2] == cache.keys.shape[2] == mask.shape[-1] == cache.step
+    m = mask.tolist()
+    # row 0: left padding at 0, then 1..2 and the new 3..6; nothing of the unwritten tail
+    assert [i for i, ok in enumerate(m[0][0][3]) if ok] == [1, 2, 3, 4, 5, 6]
+    # row 1: its rolled-back position 2 is a hole
+    assert [i for i, ok in enumerate(m[1][0][0]) if ok] == [0, 1, 3]
+    one, _ = write(cache, 7, 1)  # one-token steps keep the exact view
+    assert one.shape[2] == cache._idx == 8
