@@ -272,11 +272,6 @@ class EngineWorker(threading.Thread):
         try:
             draft = load_model(command.model)
             check_draft_compatible(self._target, draft)
-            if draft.info.sliding_window:
-                raise ModelLoadError(
-                    f"The draft {draft.info.name} uses a sliding-window cache, which cannot roll "
-                    "back one token at a time; choose a draft without sliding-window attention"
-                )
         except Exception as exc:  # noqa: BLE001 - reported to the caller, engine keeps going
             log.warning("draft model load failed: %s", exc)
             self._announce(EngineErrorEvent(str(exc)))

@@ -89,15 +89,19 @@ class RaggedBatchKVCache(BatchKVCache):
             valid = valid & ~mx.array(holes)
         return valid
 
-    def make_mask(self, N: int, return_array: bool = False, **kwargs):
+    def make_mask(self, N: int, return_array: bool = False, window_size=None, **kwargs):
         whole = self._sees_whole_buffer(N)
         if not self.hole_spans and not whole:
-            return super().make_mask(N, return_array=return_array, **kwargs)
+            return super().make_mask(
+                N, return_array=return_array, window_size=window_size, **kwargs
+            )
         start = self._idx
         length = self.capacity_after(N) if whole else start + N
         rinds = mx.arange(length)
         linds = mx.arange(start, start + N)[:, None]
         causal = linds >= rinds[None]  # [N, length]: hides the unwritten tail too
+        if window_size is not None:  # in buffer positions: holes inside it shrink the window
+            causal = causal & (linds < rinds[None] + window_size)
         keep = mx.concatenate(
             [
                 self.valid_map(start),

@@ -5,6 +5,10 @@ every prompt alongside the target, consumes every plain decode input, writes the
 positions in a verify round and rolls back with the target. Drafting is greedy; at temperature
 > 0 the target still samples every position and a draft token is kept only when it equals the
 target's sample, so the output distribution stays the target's.
+
+A sliding-window draft keeps its whole history instead of a rotating buffer: a rotated buffer
+has overwritten what a rollback would need. Its masks still limit attention to the window
+(approximately while a row has rolled-back holes, which only changes what it proposes).
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 import mlx.core as mx
-from mlx_lm.models.cache import make_prompt_cache
+from mlx_lm.models.cache import KVCache, RotatingKVCache, make_prompt_cache
 
 from engine.batch import merge_row_cache
 from engine.speculative.rollback import rollback_rows
@@ -29,7 +33,8 @@ class DraftModelDrafter:
     # -- keeping the batched cache in step with the target's ------------------------------------
 
     def new_row_cache(self) -> list[Any]:
-        return make_prompt_cache(self.model)
+        layers = make_prompt_cache(self.model)
+        return [KVCache() if isinstance(c, RotatingKVCache) else c for c in layers]
 
     def prefill(self, row_cache: list[Any], chunk: mx.array) -> None:
         self.model(chunk, cache=row_cache)

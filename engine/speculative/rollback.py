@@ -68,8 +68,8 @@ def _rollback_rotating(cache: BatchRotatingKVCache, roll: mx.array | None, small
     # A multi-token update (`_update_concat`, the target's verify) leaves the buffer in temporal
     # order holding max_size - 1 older positions plus the new ones, so the discarded tail never
     # reaches into what the window must keep. One-token updates rotate the buffer and overwrite
-    # old positions for good, so a rotated cache cannot roll back (sliding-window drafts are
-    # refused when they load).
+    # old positions for good, so a rotated cache cannot roll back (a sliding-window draft keeps
+    # its whole history instead: engine/speculative/draft_model.py).
     if cache.rotated:
         raise RollbackError("a rotated sliding-window cache cannot roll back")
     if roll is not None:

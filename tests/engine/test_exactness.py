@@ -171,17 +171,21 @@ def test_tiny_sliding_window_speculative_rows_equal_generate(tiny_gemma3, concur
     assert got == expected
 
 
-@pytest.mark.parametrize("draft", ["same", "other"])
-def test_draft_model_rows_equal_generate(tiny_llama, tmp_path_factory, draft):
+@pytest.mark.parametrize("draft", ["same", "other", "sliding", "sliding-same"])
+def test_draft_model_rows_equal_generate(tiny_llama, tiny_gemma3, tmp_path_factory, draft):
     # "same": the target drafts for itself (every draft accepted: long runs, rollbacks of 0);
-    # "other": an unrelated random draft (almost every draft rejected)
-    draft_dir = (
-        tiny_llama
-        if draft == "same"
-        else make_tiny_llama_dir(tmp_path_factory.mktemp("draft"), seed=7, num_layers=1)
-    )
+    # "other": an unrelated random draft (almost every draft rejected); "sliding": a
+    # sliding-window draft (window 8, shorter than the prompts); "sliding-same": a sliding-window
+    # target drafting for itself (window-limited masks over the draft's whole history)
+    target = tiny_gemma3 if draft == "sliding-same" else tiny_llama
+    draft_dir = {
+        "same": tiny_llama,
+        "other": make_tiny_llama_dir(tmp_path_factory.mktemp("draft"), seed=7, num_layers=1),
+        "sliding": tiny_gemma3,
+        "sliding-same": tiny_gemma3,
+    }[draft]
     prompts = repetitive_prompts(6, seed=40)
-    expected = reference_tokens(tiny_llama, prompts, max_tokens=20)
+    expected = reference_tokens(target, prompts, max_tokens=20)
     specs = [
         SpeculativeParams(method=SpecMethod.DRAFT_MODEL, draft_tokens=k) for k in (4, 1, 7)
     ] + [
@@ -190,7 +194,7 @@ def test_draft_model_rows_equal_generate(tiny_llama, tmp_path_factory, draft):
         SpeculativeParams(method=SpecMethod.AUTO, draft_tokens=5),
     ]
     got = asyncio.run(
-        run_engine(tiny_llama, prompts, 20, stagger=True, specs=specs, draft_dir=draft_dir)
+        run_engine(target, prompts, 20, stagger=True, specs=specs, draft_dir=draft_dir)
     )
     assert got == expected
 
