@@ -96,7 +96,10 @@ class DecodeBatch:
         """Single-row copies of one row's target and draft caches (for the prefix cache)."""
         i = next(i for i, row in enumerate(self.rows) if row is state)
         target = [layer.extract(i) for layer in self.cache]
-        draft = [layer.extract(i) for layer in self.draft.cache] if self.draft else None
+        draft = None
+        if self.draft is not None:
+            self.draft.sync()
+            draft = [layer.extract(i) for layer in self.draft.cache]
         return target, draft
 
     def remove(self, states: list[RequestState]) -> None:

@@ -100,8 +100,6 @@ class RaggedBatchKVCache(BatchKVCache):
         rinds = mx.arange(length)
         linds = mx.arange(start, start + N)[:, None]
         causal = linds >= rinds[None]  # [N, length]: hides the unwritten tail too
-        if window_size is not None:  # in buffer positions: holes inside it shrink the window
-            causal = causal & (linds < rinds[None] + window_size)
         keep = mx.concatenate(
             [
                 self.valid_map(start),
@@ -109,7 +107,12 @@ class RaggedBatchKVCache(BatchKVCache):
             ],
             axis=1,
         )
-        return causal[None, None] & keep[:, None, None, :]
+        mask = causal[None] & keep[:, None, :]  # [B, N, length]
+        if window_size is not None:  # the last `window_size` real positions, holes skipped
+            rank = mx.cumsum(keep.astype(mx.int32), axis=1)
+            query_rank = rank[:, start : start + N]
+            mask = mask & (query_rank[:, :, None] - rank[:, None, :] < window_size)
+        return mask[:, None]
 
     # -- giving positions back -------------------------------------------------------------------
 

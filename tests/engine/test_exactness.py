@@ -210,3 +210,44 @@ def test_whole_buffer_attention_rows_equal_generate(tiny_llama, monkeypatch):
     specs = mixed_specs(prompts, expected)
     got = asyncio.run(run_engine(tiny_llama, prompts, 24, stagger=True, specs=specs))
     assert got == expected
+
+
+@pytest.mark.parametrize("model", ["llama", "sliding"])
+def test_a_target_drafting_for_itself_has_its_drafts_accepted(tiny_llama, tiny_gemma3, model):
+    # Exactness holds for any draft; this checks the draft's own cache is right: drafting for
+    # itself, rows that join mid-run, leave, take plain steps and lag a position behind the
+    # target after each round must still see every draft accepted.
+    path = tiny_llama if model == "llama" else tiny_gemma3
+
+    async def run():
+        eng = Engine(
+            EngineConfig(
+                model=str(path), draft_model=str(path), prefill_chunk=PREFILL_CHUNK, log_blas=False
+            )
+        )
+        eng.start()
+        await eng.wait_ready()
+        stats = []
+
+        async def one(i, prompt):
+            await asyncio.sleep(0.03 * i)
+            spec = (
+                SpeculativeParams(method=SpecMethod.DRAFT_MODEL, draft_tokens=2 + i % 4)
+                if i % 3
+                else SpeculativeParams()
+            )
+            request = GenerationRequest(
+                prompt_tokens=prompt, max_tokens=12 + 3 * i, speculative=spec
+            )
+            async for event in eng.submit(request):
+                if isinstance(event, FinishedEvent) and i % 3:
+                    stats.append(event.stats.spec)
+
+        await asyncio.gather(*(one(i, p) for i, p in enumerate(repetitive_prompts(7, seed=60))))
+        await eng.stop()
+        return stats
+
+    stats = asyncio.run(run())
+    drafted = sum(s.draft_tokens for s in stats)
+    assert drafted > 40
+    assert sum(s.accepted_tokens for s in stats) / drafted >= 0.97

@@ -54,3 +54,14 @@ def test_whole_buffer_view_and_mask_cover_the_same_length():
     assert [i for i, ok in enumerate(m[1][0][0]) if ok] == [0, 1, 3]
     one, _ = write(cache, 7, 1)  # one-token steps keep the exact view
     assert one.shape[2] == cache._idx == 8
+
+
+def test_window_counts_real_positions_not_holes():
+    cache = RaggedBatchKVCache([0, 0])
+    cache.whole_buffer = False
+    write(cache, 0, 6)
+    cache.rollback([0, 3])  # row 1 keeps positions 0..2; 3..5 become holes
+    mask = cache.make_mask(1, window_size=3).tolist()
+    # the query at buffer position 6 sees itself and the 2 real positions before it
+    assert [i for i, ok in enumerate(mask[0][0][0]) if ok] == [4, 5, 6]
+    assert [i for i, ok in enumerate(mask[1][0][0]) if ok] == [1, 2, 6]
