@@ -113,7 +113,9 @@ class DecodeBatch:
         contexts = [self._context(i, inputs) for i in range(len(self.rows))]
         logits = self.model(inputs[:, None], cache=self.cache)[:, -1, :]
         quantize_batch_cache(self.cache, self.kv)
-        sampled = sample_rows(logits, [r.sampler for r in self.rows], contexts)
+        # the token sampled now follows the pending input when that is a new token too
+        positions = [len(r.generated) + fresh for r, fresh in zip(self.rows, self.input_is_sampled)]
+        sampled = sample_rows(logits, [r.sampler for r in self.rows], contexts, positions)
         if self.draft is not None:
             self.draft.consume(inputs)
             mx.async_eval(sampled, [(c.keys, c.values) for c in self.draft.cache])
@@ -196,8 +198,9 @@ class DecodeBatch:
         ]
         contexts = [self._verify_contexts(row, d) for row, d in zip(self.rows, drafts)]
         lengths = [len(d) + 1 for d in drafts]
+        positions = [len(r.generated) for r in self.rows]
         targets = sample_positions(
-            pending.logits, [r.sampler for r in self.rows], contexts, lengths
+            pending.logits, [r.sampler for r in self.rows], contexts, lengths, positions
         )
         self.last_sample_s = time.perf_counter() - sampling_start
         return drafts, targets

@@ -1,7 +1,9 @@
 """Per-row sampling for a batch: greedy, temperature with top-p/top-k/min-p, repetition penalty.
 
-Each row owns its random key, so a seeded request samples the same tokens whatever else shares
-the batch. The filters are mlx-lm's (`mlx_lm.sample_utils`).
+Each row draws the n-th token of its reply with a key made from its seed and n alone, so a
+seeded request samples the same tokens whatever else shares the batch and whether or not it
+speculates (a verify round samples several positions at once, each with its own key). The
+filters are mlx-lm's (`mlx_lm.sample_utils`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from mlx_lm.sample_utils import apply_min_p, apply_top_k, apply_top_p
 from engine.requests import SamplingParams
 
 DEFAULT_MIN_TOKENS_TO_KEEP = 1
+KEY_STRIDE = 0x9E3779B97F4A7C15  # odd: distinct positions give distinct seeds
 
 
 def validate_sampling(params: SamplingParams, vocab_size: int) -> None:
@@ -33,15 +36,15 @@ def validate_sampling(params: SamplingParams, vocab_size: int) -> None:
 
 @dataclass
 class RowSampler:
-    """Turns one row's logits into a token; keeps the row's random key between steps."""
+    """Turns one row's logits into tokens; the n-th token of the reply uses key(seed, n)."""
 
     params: SamplingParams
-    key: mx.array | None = field(default=None)
+    seed: int = field(default=0)
 
     def __post_init__(self) -> None:
         if not self.params.greedy:
-            seed = self.params.seed if self.params.seed is not None else random.getrandbits(63)
-            self.key = mx.random.key(seed)
+            given = self.params.seed
+            self.seed = given if given is not None else random.getrandbits(63)
 
     @property
     def greedy(self) -> bool:
@@ -73,25 +76,22 @@ class RowSampler:
             logprobs = apply_top_k(logprobs, p.top_k)
         return logprobs
 
-    def next_key(self) -> mx.array:
-        assert self.key is not None
-        self.key, sub = mx.random.split(self.key)
-        return sub
+    def key_for(self, position: int) -> mx.array:
+        """The key for the reply's token number `position` (0 is the first)."""
+        return mx.random.key((self.seed + position * KEY_STRIDE) % 2**64)
 
-    def sample(self, logprobs: mx.array) -> mx.array:
-        """Sample one token per position from [N, V] log-probabilities; returns [N] uint32."""
+    def sample(self, logprobs: mx.array, position: int) -> mx.array:
+        """Sample [N, V] log-probabilities, rows being the reply's tokens number position,
+        position + 1, ...; returns [N] uint32."""
         if self.greedy:
             return mx.argmax(logprobs, axis=-1).astype(mx.uint32)  # logits work as well
-        filtered = self.filter(logprobs)
-        scaled = filtered * (1.0 / self.params.temperature)
-        return mx.random.categorical(scaled, key=self.next_key()).astype(mx.uint32)
-
-    def probabilities(self, logprobs: mx.array) -> mx.array:
-        """The distribution `sample` draws from, [N, V] (for rejection sampling)."""
-        if self.greedy:
-            return mx.eye(logprobs.shape[-1])[mx.argmax(logprobs, axis=-1)]
-        filtered = self.filter(logprobs)
-        return mx.softmax(filtered * (1.0 / self.params.temperature), axis=-1)
+        scaled = self.filter(logprobs) * (1.0 / self.params.temperature)
+        return mx.concatenate(
+            [
+                mx.random.categorical(scaled[j : j + 1], key=self.key_for(position + j))
+                for j in range(scaled.shape[0])
+            ]
+        ).astype(mx.uint32)
 
 
 def log_softmax(logits: mx.array) -> mx.array:
@@ -123,16 +123,20 @@ def greedy_tokens(logits: mx.array) -> list[list[int]]:
 
 
 def sample_rows(
-    logits: mx.array, samplers: list[RowSampler], contexts: list[mx.array | None]
+    logits: mx.array,
+    samplers: list[RowSampler],
+    contexts: list[mx.array | None],
+    positions: list[int],
 ) -> mx.array:
-    """Sample the last position of each row of [B, V] logits; one batched argmax when all greedy."""
+    """Sample the last position of each row of [B, V] logits, the reply's token number
+    `positions[i]` for row i; one batched argmax when all greedy."""
     if all(s.greedy and not s.uses_context for s in samplers):
         # argmax of log-probabilities, as mlx-lm does, so near-ties break the same way
         return mx.argmax(log_softmax(logits), axis=-1).astype(mx.uint32)
     tokens = []
     for i, sampler in enumerate(samplers):
         row = sampler.process(logits[i : i + 1], contexts[i])
-        tokens.append(sampler.sample(log_softmax(row)))
+        tokens.append(sampler.sample(log_softmax(row), positions[i]))
     return mx.concatenate(tokens, axis=0)
 
 
@@ -141,12 +145,13 @@ def sample_positions(
     samplers: list[RowSampler],
     contexts: list[list[mx.array | None]],
     lengths: list[int],
+    positions: list[int],
 ) -> list[list[int]]:
-    """Target tokens at the first `lengths[i]` positions of row i of [B, N, V] verify logits.
+    """Target tokens at the first `lengths[i]` positions of row i of [B, N, V] verify logits,
+    which are the reply's tokens number positions[i], positions[i] + 1, ...
 
     `contexts[i][j]` is row i's token context for position j (repetition penalty), or None.
-    A row samples only its own positions, so a row without a draft draws exactly what a
-    plain decode step would have drawn with its key.
+    Each position draws with the key a plain decode step would use for it.
     """
     if all(s.greedy and not s.uses_context for s in samplers):
         tokens = greedy_tokens(logits)
@@ -158,6 +163,6 @@ def sample_positions(
             row = mx.concatenate(
                 [sampler.process(row[j : j + 1], contexts[i][j]) for j in range(row.shape[0])]
             )
-        rows.append(sampler.sample(log_softmax(row)))
+        rows.append(sampler.sample(log_softmax(row), positions[i]))
     mx.eval(rows)
     return [r.tolist() for r in rows]

@@ -84,6 +84,32 @@ def test_seeded_sampling_unchanged_by_a_speculating_neighbour(tiny):
     assert shared.tokens == alone.tokens
 
 
+def test_seeded_sampling_is_the_same_with_speculation_on(tiny):
+    # At temperature > 0 a draft token is kept only when it equals the target's own sample at
+    # that position, drawn with the same per-position key as a plain step would use: so a
+    # seeded reply does not depend on speculation (rejection sampling would only keep its
+    # distribution). The synthetic drafter proposes the reply itself, so most drafts are kept.
+    async def body(eng):
+        plain = await collect(
+            eng, GenerationRequest(prompt_tokens=P_A, max_tokens=24, sampling=SEEDED)
+        )
+        spec = await collect(
+            eng,
+            GenerationRequest(
+                prompt_tokens=P_A,
+                max_tokens=24,
+                sampling=SEEDED,
+                speculative=synthetic(plain.tokens, 0.8, 4),
+            ),
+        )
+        return plain, spec
+
+    plain, spec = with_engine(tiny.path, body)
+    assert spec.tokens == plain.tokens
+    s = spec.finished.stats.spec
+    assert s.rounds > 0 and s.accepted_tokens > s.rounds  # long runs were kept
+
+
 # -- 2. max tokens ---------------------------------------------------------------------------
 
 

@@ -23,7 +23,9 @@ from tests.tiny_models import make_tiny_llama_dir
 
 VOCAB = 64
 SAMPLES = 500
-PROMPT = [10, 11, 12, 13, 10, 11, 12, 13, 10, 11]  # repeats, so prompt lookup proposes
+# repeats, so prompt lookup proposes 54 first: a token the target gives 15%, so a good share
+# of the 500 replies keep a draft (chosen by searching the tiny target's first-token odds)
+PROMPT = [56, 54, 54, 24, 56, 54, 54, 24, 56, 54]
 Z_999 = 3.09  # one-sided normal quantile for p = 0.001
 
 
