@@ -152,19 +152,14 @@ class DecodeBatch:
         self.input_is_sampled = [False] * len(self.rows)
         return out
 
-    def verify(
-        self, drafts: list[list[int]], draft_k: list[int] | None = None
-    ) -> tuple[list[list[int]], list[list[int]]]:
-        """One target forward over [B, width+1]: each row's pending input and its draft.
+    def verify_launch(self, drafts: list[list[int]], draft_k: list[int] | None = None) -> Verify:
+        """Queue one target forward over [B, width+1]: each row's pending input and its draft,
+        and return at once so host work can overlap it.
 
         Rows with `draft_k[i] > 0` are drafted here by the draft model (k tokens); the others
-        bring `drafts[i]`. Returns (the drafts used, the target tokens at positions
-        0..len(draft)); the caller decides how many were accepted and calls `rollback`."""
-        return self.verify_collect(self.verify_launch(drafts, draft_k))
-
-    def verify_launch(self, drafts: list[list[int]], draft_k: list[int] | None = None) -> Verify:
-        """Queue the verify forward (`verify`'s first half) and return at once, so host work
-        can overlap it; `verify_collect` waits for it."""
+        bring `drafts[i]`. `verify_collect` waits for the forward and returns (the drafts used,
+        the target tokens at positions 0..len(draft)); the caller decides how many were accepted
+        and calls `rollback`."""
         assert self.inputs is not None and not any(self.input_is_sampled)
         draft_k = draft_k or [0] * len(drafts)
         width = max(max(len(d) for d in drafts), max(draft_k))

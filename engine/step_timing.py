@@ -22,9 +22,6 @@ class StepTiming:
         for name, value in asdict(other).items():
             setattr(self, name, getattr(self, name) + value)
 
-    def as_dict(self) -> dict:
-        return {k: round(v, 4) if isinstance(v, float) else v for k, v in asdict(self).items()}
-
     def per_round_ms(self) -> dict:
         """Mean milliseconds per verify round of each part, and per plain step."""
         out = {"plain_step": 1e3 * self.plain_s / self.plain_steps if self.plain_steps else 0.0}

@@ -151,3 +151,17 @@ def make_tiny_gemma3_dir(
         group_size=group_size,
         tokenizer_src=tokenizer_src,
     )
+
+
+def prefill(model: Any, tokens: list[int], *, one_by_one: int = 0) -> list:
+    """A cache holding `tokens`: one forward over the first ones, then `one_by_one` single-token
+    steps (the decode path, where a sliding window wraps in place)."""
+    from mlx_lm.models.cache import make_prompt_cache
+
+    cache = make_prompt_cache(model)
+    head = len(tokens) - one_by_one
+    model(mx.array(tokens[:head])[None], cache=cache)
+    for t in tokens[head:]:
+        model(mx.array([[t]]), cache=cache)
+    mx.eval([c.state for c in cache])
+    return cache

@@ -32,19 +32,8 @@ from engine.cache.layers import (
     to_numpy,
     trim_state,
 )
-from engine.cache.namespace import FORMAT_VERSION, CacheNamespace
+from engine.cache.namespace import CacheNamespace
 from engine.requests import CacheStats
-
-__all__ = [
-    "DEFAULT_DISK_BYTES",
-    "DEFAULT_DISK_DIR",
-    "DEFAULT_RAM_BYTES",
-    "FORMAT_VERSION",
-    "CacheMatch",
-    "CacheNamespace",
-    "PrefixCache",
-    "default_ram_bytes",
-]
 
 log = logging.getLogger(__name__)
 

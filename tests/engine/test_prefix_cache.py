@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 from mlx_lm import load as mlx_load
 from mlx_lm.generate import generate_step, speculative_generate_step
-from mlx_lm.models.cache import ArraysCache, KVCache, RotatingKVCache, make_prompt_cache
+from mlx_lm.models.cache import ArraysCache, KVCache, RotatingKVCache
 
 import engine  # noqa: F401  (OpenBLAS before MLX)
 from engine.cache import CacheNamespace, PrefixCache
-from tests.tiny_models import make_tiny_gemma3_dir, make_tiny_llama_dir
+from tests.tiny_models import make_tiny_gemma3_dir, make_tiny_llama_dir, prefill
 
 N_GEN = 6
 ATOL = 1e-3  # log-probability agreement, warm vs cold (a wrong cache is off by > 0.1)
@@ -46,18 +46,6 @@ def gemma(tmp_path_factory):
 def rand_tokens(n: int, seed: int) -> list[int]:
     rng = random.Random(seed)
     return [rng.randrange(100, 49152) for _ in range(n)]
-
-
-def prefill(model, tokens: list[int], *, one_by_one: int = 0) -> list:
-    """A cache holding `tokens`: one forward over the first ones, then `one_by_one` single-token
-    steps (the decode path, where a sliding window wraps in place)."""
-    cache = make_prompt_cache(model)
-    head = len(tokens) - one_by_one
-    model(mx.array(tokens[:head])[None], cache=cache)
-    for t in tokens[head:]:
-        model(mx.array([[t]]), cache=cache)
-    mx.eval([c.state for c in cache])
-    return cache
 
 
 def run(model, prompt: list[int], cache=None, n: int = N_GEN) -> tuple[list[int], np.ndarray]:
