@@ -51,9 +51,9 @@ def main(argv: list[str] | None = None) -> int:
     from qasync import QEventLoop
 
     from app.engine_bridge import EngineBridge
-    from app.main_window import MainWindow
-    from app.store import Store
+    from app.store.conversation_store import Store
     from app.theme import app_icon, theme_manager, ui_font
+    from app.window.main_window import MainWindow
     from engine.api import EngineConfig
 
     app = QApplication.instance() or QApplication(sys.argv[:1])

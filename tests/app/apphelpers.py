@@ -49,8 +49,8 @@ def run(coro, timeout: float = 60.0):
 
 
 def make_window(store, bridge, *, theme: str = "light"):
-    from app.main_window import MainWindow
     from app.theme import theme_manager
+    from app.window.main_window import MainWindow
 
     store.set_setting("theme_mode", theme)
     window = MainWindow(store, bridge)

@@ -65,7 +65,7 @@ def data_dir(tmp_path, monkeypatch) -> Path:
 @pytest.fixture
 def store(data_dir):
     from app.paths import database_path
-    from app.store import Store
+    from app.store.conversation_store import Store
 
     s = Store(database_path())
     yield s

@@ -23,11 +23,11 @@ def main() -> None:
     from PySide6.QtWidgets import QApplication
     from qasync import QEventLoop
 
-    from app.chat_settings import ChatSettings
     from app.engine_bridge import EngineBridge
-    from app.main_window import MainWindow
     from app.paths import database_path
-    from app.store import Store
+    from app.settings.chat_settings import ChatSettings
+    from app.store.conversation_store import Store
+    from app.window.main_window import MainWindow
     from engine.api import EngineConfig
 
     qapp = QApplication([])

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from apphelpers import spin
 
-from app.chat_controller import ChatController
-from app.chat_settings import ChatSettings
-from app.records import Conversation, MessageStatus, Role
+from app.chat.chat_controller import ChatController
+from app.settings.chat_settings import ChatSettings
+from app.store.records import Conversation, MessageStatus, Role
 
 
 @pytest.fixture

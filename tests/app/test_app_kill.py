@@ -15,8 +15,8 @@ import pytest
 from apphelpers import close_window, make_window
 
 from app.paths import database_path
-from app.records import MessageStatus, Role
-from app.store import Store
+from app.store.conversation_store import Store
+from app.store.records import MessageStatus, Role
 
 ROOT = Path(__file__).resolve().parents[2]
 HELPER = Path(__file__).with_name("kill_helper.py")

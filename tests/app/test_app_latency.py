@@ -9,8 +9,8 @@ import time
 import pytest
 from apphelpers import ARTIFACTS, spin
 
-from app.chat_settings import ChatSettings
 from app.latency import LatencyProbe
+from app.settings.chat_settings import ChatSettings
 
 pytestmark = pytest.mark.slow
 

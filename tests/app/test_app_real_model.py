@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from apphelpers import close_window, make_window, run, spin
 
-from app.chat_settings import ChatSettings
-from app.records import MessageStatus, Role
-from app.store import Store
+from app.settings.chat_settings import ChatSettings
+from app.store.conversation_store import Store
+from app.store.records import MessageStatus, Role
 from engine.models import ModelLoadError
 
 pytestmark = pytest.mark.slow

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from apphelpers import ARTIFACTS, spin
 
-from app.chat_settings import ChatSettings
+from app.settings.chat_settings import ChatSettings
 from app.theme import theme_manager
 
 pytestmark = pytest.mark.slow

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import sqlite3
 
-from app.chat_settings import ChatSettings
-from app.draft_spans import merge, split_delta
-from app.export import to_markdown
+from app.chat.draft_spans import merge, split_delta
 from app.latency import percentile
-from app.records import Conversation, Message, MessageStatus, Role
-from app.store import Store
+from app.settings.chat_settings import ChatSettings
+from app.store.conversation_store import Store
+from app.store.export import to_markdown
+from app.store.records import Conversation, Message, MessageStatus, Role
 from engine.requests import SpecMethod
 
 

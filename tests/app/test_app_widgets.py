@@ -6,10 +6,10 @@ from apphelpers import spin
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtGui import QGuiApplication
 
-from app.message_body import MessageBody, make_options
-from app.position_chart import PositionChart, acceptance_by_position
-from app.prompt_input import PromptInput
-from app.sparkline import Sparkline
+from app.chat.message_body import MessageBody, make_options
+from app.chat.prompt_input import PromptInput
+from app.panel.position_chart import PositionChart, acceptance_by_position
+from app.panel.sparkline import Sparkline
 from app.theme import app_icon, load_theme, style_sheet, theme_manager, ui_font
 
 MARKDOWN = "Some **bold** and `inline`.\n\n```python\ndef f():\n    return 1\n```\n\nAfter.\n\n```\nplain\n```\n"
@@ -130,7 +130,7 @@ def test_singleton_refcounts_are_protected(qapp):
 
 
 def test_draft_highlight_keeps_markdown(qtbot):
-    from app.markdown_render import source_to_document
+    from app.chat.markdown_render import source_to_document
 
     source = "Sure! Here are **three** tips:\n\n1. Keep it short.\n2. Use `bullets`.\n\n```bash\necho hello\n```\n\nBye now."
     spans = [(source.index("three"), source.index("three") + 5), (source.index("echo"), source.index("echo") + 10),

@@ -9,8 +9,8 @@ from apphelpers import close_window, make_window, run, spin
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QKeySequence
 
-from app.chat_settings import ChatSettings
-from app.records import MessageStatus
+from app.settings.chat_settings import ChatSettings
+from app.store.records import MessageStatus
 
 
 def _shortcut(qtbot, window, sequence: str) -> None:

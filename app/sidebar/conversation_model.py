@@ -8,7 +8,7 @@ from typing import Any
 from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelIndex, Qt
 
 from app.formatting import fmt_when
-from app.records import ConversationSummary
+from app.store.records import ConversationSummary
 
 _Index = QModelIndex | QPersistentModelIndex
 

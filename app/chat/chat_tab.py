@@ -14,10 +14,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.chat_controller import ChatController
-from app.chat_settings import ChatSettings
-from app.message_view import MessageListView
-from app.prompt_input import PromptInput
+from app.chat.chat_controller import ChatController
+from app.chat.message_view import MessageListView
+from app.chat.prompt_input import PromptInput
+from app.settings.chat_settings import ChatSettings
 
 COMPOSER_MAX_WIDTH = 868
 

@@ -17,21 +17,21 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.chat_controller import ChatController
-from app.chat_tab import ChatTab
-from app.conversation_sidebar import ConversationSidebar
+from app.chat.chat_controller import ChatController
+from app.chat.chat_tab import ChatTab
 from app.engine_bridge import EngineBridge
-from app.export import to_markdown
-from app.live_panel import LivePanel
-from app.menus import build_menus
-from app.model_catalog import list_models
-from app.models_dialog import MODEL_DIRS_KEY, ModelsDialog
-from app.records import Conversation
-from app.settings_form import ChatSettingsForm
-from app.status_bar import EngineStatusBar
-from app.store import Store
-from app.tab_bar import RenamableTabBar, tab_title
+from app.models.model_catalog import list_models
+from app.models.models_dialog import MODEL_DIRS_KEY, ModelsDialog
+from app.panel.live_panel import LivePanel
+from app.settings.settings_form import ChatSettingsForm
+from app.sidebar.conversation_sidebar import ConversationSidebar
+from app.store.conversation_store import Store
+from app.store.export import to_markdown
+from app.store.records import Conversation
 from app.theme import app_icon, busy_icon, theme_manager
+from app.window.menus import build_menus
+from app.window.status_bar import EngineStatusBar
+from app.window.tab_bar import RenamableTabBar, tab_title
 
 DEFAULT_WINDOW_SIZE = (1360, 860)
 APP_TITLE = "Tandem"

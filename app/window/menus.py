@@ -11,7 +11,7 @@ from PySide6.QtWidgets import QApplication
 from app.theme import THEME_MODES, theme_manager
 
 if TYPE_CHECKING:
-    from app.main_window import MainWindow
+    from app.window.main_window import MainWindow
 
 
 @dataclass

@@ -9,7 +9,7 @@ from PySide6.QtCore import QSize, Qt, QUrl, Signal
 from PySide6.QtGui import QDesktopServices, QFont, QGuiApplication
 from PySide6.QtWidgets import QFrame, QSizePolicy, QTextBrowser
 
-from app.markdown_render import COPY_SCHEME, RenderOptions, render
+from app.chat.markdown_render import COPY_SCHEME, RenderOptions, render
 from app.theme import Theme
 
 

@@ -16,8 +16,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.conversation_model import ConversationListModel, ConversationRoles
-from app.store import Store
+from app.sidebar.conversation_model import ConversationListModel, ConversationRoles
+from app.store.conversation_store import Store
 from app.theme import current_theme
 
 SEARCH_DEBOUNCE_MS = 150

@@ -16,13 +16,13 @@ from dataclasses import dataclass, field
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from app.chat_settings import ChatSettings
-from app.draft_spans import merge, shifted, split_delta
+from app.chat.draft_spans import merge, shifted, split_delta
+from app.chat.message_model import MessageListModel
 from app.engine_bridge import EngineBridge
 from app.formatting import stats_summary
-from app.message_model import MessageListModel
-from app.records import DEFAULT_TITLE, Conversation, Message, MessageStatus, Role
-from app.store import Store
+from app.settings.chat_settings import ChatSettings
+from app.store.conversation_store import Store
+from app.store.records import DEFAULT_TITLE, Conversation, Message, MessageStatus, Role
 from engine.requests import (
     ErrorEvent,
     FinishedEvent,

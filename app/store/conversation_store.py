@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from app.chat_settings import ChatSettings
-from app.records import Conversation, ConversationSummary, Message, MessageStatus, Role
+from app.settings.chat_settings import ChatSettings
+from app.store.records import Conversation, ConversationSummary, Message, MessageStatus, Role
 
 SCHEMA_VERSION = 1
 DEFAULT_SEARCH_LIMIT = 200

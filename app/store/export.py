@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from app.records import Conversation, Message, MessageStatus, Role
+from app.store.records import Conversation, Message, MessageStatus, Role
 
 ROLE_HEADINGS = {Role.USER: "You", Role.ASSISTANT: "Tandem"}
 

@@ -21,9 +21,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.chat_settings import MAX_MAX_TOKENS, MAX_NGRAM, SPEC_METHOD_LABELS, ChatSettings
-from app.metric_card import MetricCard
-from app.model_catalog import ModelEntry, check_draft
+from app.models.model_catalog import ModelEntry, check_draft
+from app.settings.chat_settings import MAX_MAX_TOKENS, MAX_NGRAM, SPEC_METHOD_LABELS, ChatSettings
+from app.widgets.metric_card import MetricCard
 from engine.requests import MAX_DRAFT_TOKENS, ModelInfo, SpecMethod
 
 LOADED_MODEL_TEXT = "Loaded model"

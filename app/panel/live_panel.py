@@ -8,12 +8,12 @@ from collections import deque
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QCheckBox, QLabel, QScrollArea, QVBoxLayout, QWidget
 
-from app.chat_controller import ChatController
-from app.chat_settings import ChatSettings
+from app.chat.chat_controller import ChatController
 from app.formatting import fmt_bytes, fmt_count, fmt_percent, fmt_rate
-from app.metric_card import MetricCard
-from app.position_chart import PositionChart
-from app.sparkline import Sparkline
+from app.panel.position_chart import PositionChart
+from app.panel.sparkline import Sparkline
+from app.settings.chat_settings import ChatSettings
+from app.widgets.metric_card import MetricCard
 from engine.requests import EngineStats, RequestStats, SpecStats
 
 DEFAULT_ENGINE_HISTORY = 120  # samples of the engine's tokens/s (one per stats poll)

@@ -20,8 +20,8 @@ from PySide6.QtWidgets import (
 
 from app.engine_bridge import EngineBridge
 from app.formatting import fmt_bytes, fmt_count
-from app.model_catalog import ModelEntry, list_models, validate_folder
-from app.store import Store
+from app.models.model_catalog import ModelEntry, list_models, validate_folder
+from app.store.conversation_store import Store
 from engine.requests import ModelInfo
 
 MODEL_DIRS_KEY = "model_dirs"

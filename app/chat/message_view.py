@@ -7,9 +7,9 @@ from PySide6.QtCore import QModelIndex, Qt, Signal
 from PySide6.QtGui import QFont
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QScrollArea, QVBoxLayout, QWidget
 
-from app.message_bubble import MessageBubble
-from app.message_model import MessageListModel, MessageRoles
-from app.records import Role
+from app.chat.message_bubble import MessageBubble
+from app.chat.message_model import MessageListModel, MessageRoles
+from app.store.records import Role
 from app.theme import Theme, current_theme, theme_manager, ui_font
 
 DEFAULT_COLUMN_WIDTH = 820

@@ -17,9 +17,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.chat.message_body import MessageBody, make_options
 from app.formatting import reply_meta
-from app.message_body import MessageBody, make_options
-from app.records import Message, MessageStatus, Role
+from app.store.records import Message, MessageStatus, Role
 from app.theme import Theme
 
 ROLE_NAMES = {Role.USER: "You", Role.ASSISTANT: "Tandem"}

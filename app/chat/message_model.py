@@ -8,7 +8,7 @@ from typing import Any
 
 from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelIndex, Qt
 
-from app.records import Message, MessageStatus
+from app.store.records import Message, MessageStatus
 
 _Index = QModelIndex | QPersistentModelIndex
 

@@ -6,7 +6,7 @@ import enum
 import time
 from dataclasses import dataclass, field
 
-from app.chat_settings import ChatSettings
+from app.settings.chat_settings import ChatSettings
 
 DEFAULT_TITLE = "New chat"
 

@@ -1,0 +1,1 @@
+"""The Models window and the catalogue of models the user can pick."""

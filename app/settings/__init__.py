@@ -1,0 +1,1 @@
+"""Per-chat generation settings: the data and the form that edits them."""

@@ -1,0 +1,1 @@
+"""The sidebar of saved conversations: its Qt model and view."""

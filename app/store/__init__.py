@@ -1,0 +1,1 @@
+"""The conversation store: SQLite records, the store itself and Markdown export."""

@@ -1,0 +1,1 @@
+"""Small widgets shared by several parts of the window."""

@@ -1,0 +1,1 @@
+"""The main window: tabs, menus, the status bar."""
