@@ -81,13 +81,18 @@ class OutputProcessor:
                 eos = state.ends_with == FinishReason.STOP
                 state.stats.spec.emitted_tokens -= dropped + eos
                 break
-        if reason is not None:
-            text.append(state.text.finish())
-        delta = "".join(text)
         tokens = state.generated[start:]
+        if reason is not None:
+            held = state.text.finish()
+            if text:
+                text[-1] += held
+            else:
+                text.append(held)
+        delta = "".join(text)
         if tokens or delta:
+            pieces = text if len(text) == len(tokens) else []
             self.events.append(
-                TokenEvent(state.request_id, tokens, delta, state.from_draft[start:])
+                TokenEvent(state.request_id, tokens, delta, state.from_draft[start:], pieces)
             )
         if reason is not None:
             self.finish(state, reason)

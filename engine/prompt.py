@@ -21,7 +21,9 @@ def build_prompt(request: GenerationRequest, tokenizer: Any, *, vocab_size: int)
                 f"prompt token id {bad[0]} is outside the vocabulary (0..{vocab_size - 1})"
             )
     elif request.messages is not None:
-        ids = apply_chat_template(request.messages, tokenizer)
+        ids = apply_chat_template(
+            request.messages, tokenizer, continue_reply=request.continue_reply
+        )
     else:
         raise ValueError("the request has neither messages nor prompt tokens")
     if not ids:
@@ -29,14 +31,25 @@ def build_prompt(request: GenerationRequest, tokenizer: Any, *, vocab_size: int)
     return ids
 
 
-def apply_chat_template(messages: list[dict[str, str]], tokenizer: Any) -> list[int]:
+def apply_chat_template(
+    messages: list[dict[str, str]], tokenizer: Any, *, continue_reply: bool = False
+) -> list[int]:
+    """Prompt ids for a chat; with `continue_reply` the last (assistant) message is left open so
+    the model extends it instead of starting a new turn."""
+    if continue_reply and (not messages or messages[-1].get("role") != "assistant"):
+        raise ValueError("continue_reply needs the last message to be the assistant's reply")
     for i, message in enumerate(messages):
         if message.get("role") not in VALID_ROLES:
             raise ValueError(f"message {i} has role {message.get('role')!r}; use {VALID_ROLES}")
         if not isinstance(message.get("content"), str):
             raise ValueError(f"message {i} has no text content")
     if getattr(tokenizer, "chat_template", None):
-        ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+        ids = tokenizer.apply_chat_template(
+            messages,
+            add_generation_prompt=not continue_reply,
+            continue_final_message=continue_reply,
+            tokenize=True,
+        )
         if isinstance(ids, dict):  # transformers may return a BatchEncoding
             ids = ids["input_ids"]
         return list(ids)

@@ -57,6 +57,7 @@ class RequestState:
         s = self.stats
         s.prompt_tokens = len(self.prompt)
         s.generated_tokens = len(self.generated)
+        s.context_tokens = s.prompt_tokens + s.generated_tokens
         s.elapsed_s = now - self.arrival
         if self.first_token_at is not None:
             s.ttft_s = self.first_token_at - self.arrival

@@ -74,6 +74,8 @@ class GenerationRequest:
     sampling: SamplingParams = field(default_factory=SamplingParams)
     speculative: SpeculativeParams = field(default_factory=SpeculativeParams)
     request_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    # The last message is an assistant reply cut short (max tokens): extend it, no new turn.
+    continue_reply: bool = False
 
 
 @dataclass
@@ -138,6 +140,10 @@ class RequestStats:
     elapsed_s: float = 0.0
     finish_reason: FinishReason | None = None
     spec: SpecStats = field(default_factory=SpecStats)
+    context_tokens: int = 0  # prompt + generated: the chat's context use after this reply
+    plain_tokens_per_s: float | None = None  # plain decoding measured at this row's batch size
+    recent_acceptance: float | None = None  # draft acceptance over this row's last rounds
+    speculation_note: str | None = None  # why the row runs plain although it asked to speculate
 
 
 # Events: what `Engine.submit` yields. Exactly one of FinishedEvent / ErrorEvent ends a stream.
@@ -156,6 +162,9 @@ class TokenEvent:
     token_ids: list[int]
     text: str  # the text delta; always whole UTF-8 characters
     from_draft: list[bool]  # per token: did it come from an accepted draft
+    # per token, the text it released ("".join == text); empty when token_ids is (text held
+    # back until the reply ended, e.g. a partial stop string)
+    text_pieces: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -219,7 +228,10 @@ class EngineStats:
     steps: int = 0
     generated_tokens: int = 0
     tokens_per_s: float = 0.0  # over a recent window
-    spec: SpecStats = field(default_factory=SpecStats)
+    spec: SpecStats = field(default_factory=SpecStats)  # since the engine started
+    spec_recent: SpecStats = field(default_factory=SpecStats)  # the last recent_window_s
+    recent_window_s: float = 60.0
+    uptime_s: float = 0.0
     cache: CacheStats = field(default_factory=CacheStats)
     blas: str = ""
     device: str = ""
@@ -244,6 +256,7 @@ class ModelLoadedEvent:
 @dataclass
 class EngineErrorEvent:
     message: str
+    fatal: bool = False  # the MLX thread died: every stream ended; Engine.start() restarts
 
 
 EngineEvent = LoadProgressEvent | ModelLoadedEvent | EngineErrorEvent

@@ -393,7 +393,11 @@ class Scheduler:
             request=request,
             prompt=prompt,
             sampler=RowSampler(request.sampling),
-            text=TextStream(tokenizer.detokenizer, stop=tuple(s for s in request.stop if s)),
+            text=TextStream(
+                tokenizer.detokenizer,
+                stop=tuple(s for s in request.stop if s),
+                continues=request.continue_reply,
+            ),
             max_new_tokens=max_new,
         )
         state.stats.prompt_tokens = len(prompt)

@@ -91,11 +91,13 @@ class EngineWorker(threading.Thread):
         *,
         deliver: Callable[[list[Event]], None],
         announce: Callable[[EngineEvent], None],
+        died: Callable[[str], None] | None = None,
     ) -> None:
         super().__init__(name="tandem-mlx", daemon=True)
         self.config = config
         self._deliver = deliver
         self._announce = announce
+        self._died = died
         self._commands: queue.Queue = queue.Queue()
         self._scheduler = None
         self._target = None
@@ -104,6 +106,7 @@ class EngineWorker(threading.Thread):
         self._rate = _Rate()
         self._prefix_cache = None  # engine.cache.PrefixCache, made on this thread
         self._last_publish = 0.0
+        self._started_at = time.perf_counter()
 
     # -- called from other threads -------------------------------------------------------------
 
@@ -136,7 +139,27 @@ class EngineWorker(threading.Thread):
 
     # -- the thread ----------------------------------------------------------------------------
 
+    @property
+    def target(self) -> Any:
+        """The loaded target model (engine.models.LoadedModel); for calls on this thread."""
+        if self._target is None:
+            raise RuntimeError("no model is loaded")
+        return self._target
+
+    def clear_prompt_cache(self) -> int:
+        """Empty the prompt cache's RAM and disk tiers (on this thread); bytes freed."""
+        return self._prefix_cache.clear() if self._prefix_cache is not None else 0
+
     def run(self) -> None:
+        try:
+            self._run()
+        except BaseException as exc:  # noqa: BLE001 - reported, so nothing waits forever
+            log.exception("the engine thread died")
+            self._set_status("error", error=f"the engine thread died: {exc!r}")
+            if self._died is not None:
+                self._died(repr(exc))
+
+    def _run(self) -> None:
         if self.config.log_blas:
             blas.log_blas()
         running = True
@@ -305,6 +328,7 @@ class EngineWorker(threading.Thread):
             st.steps = s.steps
             st.generated_tokens = s.generated_tokens
             st.tokens_per_s = rate if (running or waiting) else 0.0
+            st.uptime_s = now - self._started_at
             st.spec = s.spec_snapshot()
             if self._prefix_cache is not None:
                 st.cache = self._prefix_cache.stats()

@@ -86,6 +86,9 @@ async def drain(stream) -> Outcome:
         if isinstance(event, TokenEvent):
             assert isinstance(event.text, str)
             assert len(event.from_draft) == len(event.token_ids)
+            if event.token_ids:  # exact per-token text for highlighting drafts
+                assert len(event.text_pieces) == len(event.token_ids)
+                assert "".join(event.text_pieces) == event.text
             out.tokens += event.token_ids
             out.deltas.append(event.text)
             out.from_draft += event.from_draft
