@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-
 CONTINUATION_PRIME = "\x00"  # stands for the reply so far, which this stream does not repeat
 
 
