@@ -35,7 +35,7 @@ class SpecMethod(str, enum.Enum):
     DRAFT_MODEL = "draft"
     PROMPT_LOOKUP = "lookup"
     AUTO = "auto"
-    SYNTHETIC = "synthetic"  # benchmarks only: the target's own greedy tokens, corrupted
+    SYNTHETIC = "synthetic"  # benchmarks and tests only: engine/bench/synthetic.py, registered
 
 
 @dataclass(frozen=True)
@@ -59,8 +59,6 @@ class SpeculativeParams:
     draft_tokens: int = DEFAULT_DRAFT_TOKENS
     ngram_min: int = DEFAULT_NGRAM_MIN
     ngram_max: int = DEFAULT_NGRAM_MAX
-    synthetic_acceptance: float = 0.7  # only for SpecMethod.SYNTHETIC
-    synthetic_reference: tuple[int, ...] = ()  # SYNTHETIC: the target's greedy reply, known ahead
 
 
 @dataclass
@@ -80,15 +78,17 @@ class GenerationRequest:
 
 @dataclass
 class SpecStats:
-    """Speculation counters, as vLLM's SpecDecodingStats defines them."""
+    """Speculation counters, as vLLM's SpecDecodingStats defines them (recorded in
+    engine/speculative/metrics.py); the derived figures are the properties below."""
 
     rounds: int = 0  # verify rounds in which this row had a draft
     draft_tokens: int = 0
     accepted_tokens: int = 0
     accepted_by_position: list[int] = field(default_factory=list)
     drafted_by_position: list[int] = field(default_factory=list)
-    target_forwards: int = 0  # target forwards this row took part in (decode or verify)
-    emitted_tokens: int = 0  # tokens produced by those forwards
+    target_forwards: int = 0  # target forwards that produced tokens of this reply
+    emitted_tokens: int = 0  # tokens those forwards produced (an EOS included)
+    forwards_saved: int = 0  # accepted draft tokens: forwards plain decoding would have needed
     draft_time_s: float = 0.0
     verify_time_s: float = 0.0
     sample_time_s: float = 0.0
@@ -98,6 +98,13 @@ class SpecStats:
         return self.accepted_tokens / self.draft_tokens if self.draft_tokens else 0.0
 
     @property
+    def acceptance_by_position(self) -> list[float]:
+        """The share of drafts that reached each position whose token there was kept."""
+        return [
+            a / d if d else 0.0 for a, d in zip(self.accepted_by_position, self.drafted_by_position)
+        ]
+
+    @property
     def mean_acceptance_length(self) -> float:
         return 1.0 + self.accepted_tokens / self.rounds if self.rounds else 1.0
 
@@ -105,23 +112,39 @@ class SpecStats:
     def tokens_per_forward(self) -> float:
         return self.emitted_tokens / self.target_forwards if self.target_forwards else 0.0
 
-    @property
-    def forwards_saved(self) -> int:
-        return max(0, self.emitted_tokens - self.target_forwards)
-
     def add(self, other: SpecStats) -> None:
-        self.rounds += other.rounds
-        self.draft_tokens += other.draft_tokens
-        self.accepted_tokens += other.accepted_tokens
+        for name in _COUNTERS:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
         self.accepted_by_position = _add_lists(
             self.accepted_by_position, other.accepted_by_position
         )
         self.drafted_by_position = _add_lists(self.drafted_by_position, other.drafted_by_position)
-        self.target_forwards += other.target_forwards
-        self.emitted_tokens += other.emitted_tokens
-        self.draft_time_s += other.draft_time_s
-        self.verify_time_s += other.verify_time_s
-        self.sample_time_s += other.sample_time_s
+
+    def minus(self, earlier: SpecStats) -> SpecStats:
+        """What was counted since `earlier` (a previous value of these totals)."""
+        out = SpecStats(**{n: getattr(self, n) - getattr(earlier, n) for n in _COUNTERS})
+        out.accepted_by_position = _sub_lists(
+            self.accepted_by_position, earlier.accepted_by_position
+        )
+        out.drafted_by_position = _sub_lists(self.drafted_by_position, earlier.drafted_by_position)
+        return out
+
+
+_COUNTERS = (
+    "rounds",
+    "draft_tokens",
+    "accepted_tokens",
+    "target_forwards",
+    "emitted_tokens",
+    "forwards_saved",
+    "draft_time_s",
+    "verify_time_s",
+    "sample_time_s",
+)
+
+
+def _sub_lists(a: list[int], b: list[int]) -> list[int]:
+    return [x - (b[i] if i < len(b) else 0) for i, x in enumerate(a)]
 
 
 def _add_lists(a: list[int], b: list[int]) -> list[int]:

@@ -127,17 +127,22 @@ def sample_rows(
     samplers: list[RowSampler],
     contexts: list[mx.array | None],
     positions: list[int],
-) -> mx.array:
+) -> tuple[mx.array, dict[int, str]]:
     """Sample the last position of each row of [B, V] logits, the reply's token number
-    `positions[i]` for row i; one batched argmax when all greedy."""
+    `positions[i]` for row i; one batched argmax when all greedy. Returns the [B] tokens and
+    the rows whose sampler raised (their message; their token is a placeholder)."""
     if all(s.greedy and not s.uses_context for s in samplers):
         # argmax of log-probabilities, as mlx-lm does, so near-ties break the same way
-        return mx.argmax(log_softmax(logits), axis=-1).astype(mx.uint32)
-    tokens = []
+        return mx.argmax(log_softmax(logits), axis=-1).astype(mx.uint32), {}
+    tokens, failures = [], {}
     for i, sampler in enumerate(samplers):
-        row = sampler.process(logits[i : i + 1], contexts[i])
-        tokens.append(sampler.sample(log_softmax(row), positions[i]))
-    return mx.concatenate(tokens, axis=0)
+        try:
+            row = sampler.process(logits[i : i + 1], contexts[i])
+            tokens.append(sampler.sample(log_softmax(row), positions[i]))
+        except Exception as exc:  # noqa: BLE001 - one row's sampler fails that row only
+            failures[i] = f"sampling failed: {exc}"
+            tokens.append(mx.zeros((1,), dtype=mx.uint32))
+    return mx.concatenate(tokens, axis=0), failures
 
 
 def sample_positions(
@@ -146,23 +151,29 @@ def sample_positions(
     contexts: list[list[mx.array | None]],
     lengths: list[int],
     positions: list[int],
-) -> list[list[int]]:
+) -> tuple[list[list[int] | None], dict[int, str]]:
     """Target tokens at the first `lengths[i]` positions of row i of [B, N, V] verify logits,
-    which are the reply's tokens number positions[i], positions[i] + 1, ...
+    which are the reply's tokens number positions[i], positions[i] + 1, ...; and the rows
+    whose sampler raised (None in the tokens, their message in the dict).
 
     `contexts[i][j]` is row i's token context for position j (repetition penalty), or None.
     Each position draws with the key a plain decode step would use for it.
     """
     if all(s.greedy and not s.uses_context for s in samplers):
         tokens = greedy_tokens(logits)
-        return [t[:n] for t, n in zip(tokens, lengths)]
-    rows = []
+        return [t[:n] for t, n in zip(tokens, lengths)], {}
+    rows: list[mx.array | None] = []
+    failures: dict[int, str] = {}
     for i, sampler in enumerate(samplers):
-        row = logits[i, : lengths[i]]
-        if sampler.uses_context:
-            row = mx.concatenate(
-                [sampler.process(row[j : j + 1], contexts[i][j]) for j in range(row.shape[0])]
-            )
-        rows.append(sampler.sample(log_softmax(row), positions[i]))
-    mx.eval(rows)
-    return [r.tolist() for r in rows]
+        try:
+            row = logits[i, : lengths[i]]
+            if sampler.uses_context:
+                row = mx.concatenate(
+                    [sampler.process(row[j : j + 1], contexts[i][j]) for j in range(row.shape[0])]
+                )
+            rows.append(sampler.sample(log_softmax(row), positions[i]))
+        except Exception as exc:  # noqa: BLE001 - one row's sampler fails that row only
+            failures[i] = f"sampling failed: {exc}"
+            rows.append(None)
+    mx.eval([r for r in rows if r is not None])
+    return [r.tolist() if r is not None else None for r in rows], failures

@@ -30,7 +30,7 @@ from engine.bench.baselines import (
 from engine.bench.charts import speedup_chart
 from engine.bench.workloads import WORKLOADS, messages_for, prompt_ids
 from engine.requests import SpecMethod, SpecStats, SpeculativeParams
-from engine.step_timing import StepTiming
+from engine.core.step_timing import StepTiming
 
 DEFAULT_CONCURRENCY = (1, 4, 8)
 DEFAULT_MAX_TOKENS = 64
@@ -102,7 +102,7 @@ def with_reference(spec: SpeculativeParams, reference: list[int]) -> Speculative
 
 
 async def bench(args: argparse.Namespace) -> dict:
-    from engine.random_model import load_any
+    from engine.models import load_model as load_any
 
     loaded = load_any(args.model)
     model, tokenizer = loaded.model, loaded.tokenizer
@@ -196,7 +196,7 @@ async def take_timing(eng: Engine) -> StepTiming:
     """The engine's step timing since the last call (reset for the next run)."""
 
     def swap() -> StepTiming:
-        scheduler = eng._worker._scheduler
+        scheduler = eng._worker.core.scheduler
         timing, scheduler.timing = scheduler.timing, StepTiming()
         return timing
 
@@ -260,7 +260,7 @@ def print_row(row: dict) -> None:
 
 def multiturn_report(args: argparse.Namespace) -> dict:
     from engine.bench.multiturn import print_multiturn, run_sync
-    from engine.random_model import load_any
+    from engine.models import load_model as load_any
 
     loaded = load_any(args.model)
     row = run_sync(

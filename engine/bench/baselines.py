@@ -19,7 +19,7 @@ from engine.requests import (
     SpeculativeParams,
     TokenEvent,
 )
-from engine.step_timing import StepTiming
+from engine.core.step_timing import StepTiming
 
 DEFAULT_PREFILL_STEP = 512
 
