@@ -11,6 +11,7 @@ from engine.requests import MAX_DRAFT_TOKENS, SpecMethod, SpeculativeParams
 from engine.speculative.auto import AutoPolicy, RowAcceptance
 from engine.speculative.prompt_lookup import PromptLookupDrafter
 from engine.speculative.synthetic import SyntheticDrafter
+from engine.validation import check_speculative, check_token_ids
 
 
 @dataclass
@@ -32,21 +33,16 @@ class Speculator:
         return self.auto.costs
 
     def validate(self, spec: SpeculativeParams) -> None:
+        check_speculative(spec)
         method = SpecMethod(spec.method)
-        if method == SpecMethod.OFF:
-            return
-        if not 1 <= spec.draft_tokens <= MAX_DRAFT_TOKENS:
-            raise ValueError(
-                f"draft tokens must be 1 to {MAX_DRAFT_TOKENS}, got {spec.draft_tokens}"
-            )
-        if not 1 <= spec.ngram_min <= spec.ngram_max:
-            raise ValueError(
-                f"n-gram sizes need 1 <= min <= max, got {spec.ngram_min}..{spec.ngram_max}"
-            )
         if method == SpecMethod.DRAFT_MODEL and not self.draft_available:
-            raise ValueError("speculative method 'draft' needs a draft model: load one first")
-        if method == SpecMethod.SYNTHETIC and not spec.synthetic_reference:
-            raise ValueError("the synthetic drafter needs a reference reply (benchmarks only)")
+            raise ValueError("speculative.method 'draft' needs a draft model: load one first")
+        if method == SpecMethod.SYNTHETIC:
+            check_token_ids(
+                "speculative.synthetic_reference",
+                spec.synthetic_reference,
+                vocab_size=self.synthetic.vocab_size,
+            )
 
     def active(self, rows: list[RequestState]) -> bool:
         return any(SpecMethod(r.request.speculative.method) != SpecMethod.OFF for r in rows)
