@@ -9,11 +9,26 @@ import enum
 import uuid
 from dataclasses import dataclass, field
 
+# Defaults, and the largest value a request may set for each size (engine/validation.py checks
+# every field against these in `Engine.submit`, before a request reaches the engine thread).
 DEFAULT_MAX_TOKENS = 512
+MAX_MAX_TOKENS = 1 << 20  # the model's context is the tighter limit, checked at admission
 DEFAULT_DRAFT_TOKENS = 4
 MAX_DRAFT_TOKENS = 16
 DEFAULT_NGRAM_MIN = 1
 DEFAULT_NGRAM_MAX = 4
+MAX_NGRAM = 8  # prompt lookup costs O(search window * n-gram) per round: keep it small
+DEFAULT_REPETITION_CONTEXT = 20
+MAX_REPETITION_CONTEXT = 4096
+MAX_TOP_K = 1 << 20  # above every vocabulary; the model's own size is checked at admission
+MAX_SEED = 2**64 - 1
+MAX_STOP_STRINGS = 16
+MAX_STOP_LENGTH = 256  # characters; every stop is searched for after every token
+MAX_PROMPT_TOKENS = 1 << 20
+MAX_PROMPT_CHARS = 1 << 23  # all messages' text together; tokenized on the engine thread
+MAX_MESSAGES = 10_000
+MAX_REQUEST_ID_LENGTH = 256
+VALID_ROLES = ("system", "user", "assistant", "tool")
 
 
 class FinishReason(str, enum.Enum):
@@ -40,13 +55,15 @@ class SpecMethod(str, enum.Enum):
 
 @dataclass(frozen=True)
 class SamplingParams:
-    temperature: float = 0.0
-    top_p: float = 1.0
-    top_k: int = 0
-    min_p: float = 0.0
-    repetition_penalty: float = 1.0
-    repetition_context: int = 20
-    seed: int | None = None
+    """How a row picks its tokens; the ranges are checked at submit (engine/validation.py)."""
+
+    temperature: float = 0.0  # finite, >= 0; 0 is greedy
+    top_p: float = 1.0  # (0, 1]; 1 is off
+    top_k: int = 0  # 0 (off) to the vocabulary size - 1
+    min_p: float = 0.0  # [0, 1); 0 is off
+    repetition_penalty: float = 1.0  # finite, > 0; 1 is off
+    repetition_context: int = DEFAULT_REPETITION_CONTEXT  # 1..MAX_REPETITION_CONTEXT tokens
+    seed: int | None = None  # 0..MAX_SEED; None: a random seed per request
 
     @property
     def greedy(self) -> bool:
@@ -55,9 +72,11 @@ class SamplingParams:
 
 @dataclass(frozen=True)
 class SpeculativeParams:
-    method: SpecMethod = SpecMethod.OFF
-    draft_tokens: int = DEFAULT_DRAFT_TOKENS
-    ngram_min: int = DEFAULT_NGRAM_MIN
+    """Which drafter proposes tokens for a row, and how many; checked at submit."""
+
+    method: SpecMethod = SpecMethod.OFF  # or its value as a string, e.g. "lookup"
+    draft_tokens: int = DEFAULT_DRAFT_TOKENS  # 1..MAX_DRAFT_TOKENS
+    ngram_min: int = DEFAULT_NGRAM_MIN  # 1 <= ngram_min <= ngram_max <= MAX_NGRAM
     ngram_max: int = DEFAULT_NGRAM_MAX
 
 
@@ -65,13 +84,13 @@ class SpeculativeParams:
 class GenerationRequest:
     """One chat turn. Give `messages` (the chat template is applied) or `prompt_tokens`."""
 
-    messages: list[dict[str, str]] | None = None
-    prompt_tokens: list[int] | None = None
-    max_tokens: int = DEFAULT_MAX_TOKENS
-    stop: tuple[str, ...] = ()
+    messages: list[dict[str, str]] | None = None  # {"role": one of VALID_ROLES, "content": str}
+    prompt_tokens: list[int] | None = None  # at most MAX_PROMPT_TOKENS ids, each >= 0
+    max_tokens: int = DEFAULT_MAX_TOKENS  # 1..MAX_MAX_TOKENS
+    stop: tuple[str, ...] = ()  # at most MAX_STOP_STRINGS non-empty strings
     sampling: SamplingParams = field(default_factory=SamplingParams)
     speculative: SpeculativeParams = field(default_factory=SpeculativeParams)
-    request_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    request_id: str = field(default_factory=lambda: uuid.uuid4().hex)  # non-empty
     # The last message is an assistant reply cut short (max tokens): extend it, no new turn.
     continue_reply: bool = False
 

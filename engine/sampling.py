@@ -15,6 +15,7 @@ import mlx.core as mx
 from mlx_lm.sample_utils import apply_min_p, apply_top_k, apply_top_p
 
 from engine.requests import SamplingParams
+from engine.validation import check_sampling, check_top_k
 
 DEFAULT_MIN_TOKENS_TO_KEEP = 1
 KEY_STRIDE = 0x9E3779B97F4A7C15  # odd: distinct positions give distinct seeds
@@ -22,16 +23,8 @@ KEY_STRIDE = 0x9E3779B97F4A7C15  # odd: distinct positions give distinct seeds
 
 def validate_sampling(params: SamplingParams, vocab_size: int) -> None:
     """Raise ValueError with a readable message for settings that cannot work."""
-    if params.temperature < 0:
-        raise ValueError(f"temperature must be >= 0, got {params.temperature}")
-    if not 0.0 < params.top_p <= 1.0:
-        raise ValueError(f"top-p must be in (0, 1], got {params.top_p}")
-    if params.top_k < 0 or params.top_k >= vocab_size:
-        raise ValueError(f"top-k must be between 0 (off) and {vocab_size - 1}, got {params.top_k}")
-    if not 0.0 <= params.min_p < 1.0:
-        raise ValueError(f"min-p must be in [0, 1), got {params.min_p}")
-    if params.repetition_penalty <= 0:
-        raise ValueError(f"repetition penalty must be > 0, got {params.repetition_penalty}")
+    check_sampling(params)
+    check_top_k(params.top_k, vocab_size=vocab_size)
 
 
 @dataclass

@@ -29,8 +29,8 @@ from engine.bench.baselines import (
 )
 from engine.bench.charts import speedup_chart
 from engine.bench.workloads import WORKLOADS, messages_for, prompt_ids
-from engine.requests import SpecMethod, SpecStats, SpeculativeParams
 from engine.core.step_timing import StepTiming
+from engine.requests import SpecMethod, SpecStats, SpeculativeParams
 
 DEFAULT_CONCURRENCY = (1, 4, 8)
 DEFAULT_MAX_TOKENS = 64

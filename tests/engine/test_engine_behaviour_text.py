@@ -156,7 +156,7 @@ def test_earliest_stop_string_wins_and_absent_ones_do_nothing(tiny, reply):
     both, absent = run_requests(
         tiny.path,
         [
-            GenerationRequest(prompt_tokens=PROMPT, max_tokens=40, stop=(late, early, "")),
+            GenerationRequest(prompt_tokens=PROMPT, max_tokens=40, stop=(late, early)),
             GenerationRequest(prompt_tokens=PROMPT, max_tokens=40, stop=("\x00never\x00",)),
         ],
     )
