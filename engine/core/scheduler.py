@@ -134,7 +134,9 @@ class Scheduler:
         if not self.policy.speculates(self.running):
             return [DecodeRow(state) for state in self.running]
         choices = self.policy.plan(self.running)
-        return [DecodeRow(s, c.k, c.drafter) for s, c in zip(self.running, choices)]
+        for state, choice in zip(self.running, choices):
+            state.stats.speculation_note = choice.note
+        return [DecodeRow(s, c.k, c.drafter, c.note) for s, c in zip(self.running, choices)]
 
     def _prefill_chunks(self) -> list[PrefillChunk]:
         """Up to one chunk of prompt tokens, for the oldest requests."""

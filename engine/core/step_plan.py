@@ -25,6 +25,7 @@ class DecodeRow:
     state: RequestState
     k: int = 0
     drafter: str | None = None
+    note: str | None = None  # why it runs plain although it asked to speculate
 
 
 @dataclass

@@ -18,6 +18,7 @@ class DraftChoice:
 
     drafter: str | None = None
     k: int = 0
+    note: str | None = None  # why a row that asked to speculate runs plain
 
 
 @dataclass
@@ -78,6 +79,9 @@ class SpeculationPolicy:
         k = min(row.request.speculative.draft_tokens, _room(row))
         if k <= 0 or method in (SpecMethod.OFF, SpecMethod.AUTO):
             return DraftChoice()
+        if method.value not in self.drafters:
+            what = "draft model" if method == SpecMethod.DRAFT_MODEL else f"{method.value} drafter"
+            return DraftChoice(note=f"the {what} was unloaded: decoding without speculation")
         return DraftChoice(method.value, k)
 
 
