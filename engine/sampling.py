@@ -144,22 +144,24 @@ def sample_positions(
     contexts: list[list[mx.array | None]],
     lengths: list[int],
     positions: list[int],
+    starts: list[int] | None = None,
 ) -> tuple[list[list[int] | None], dict[int, str]]:
-    """Target tokens at the first `lengths[i]` positions of row i of [B, N, V] verify logits,
-    which are the reply's tokens number positions[i], positions[i] + 1, ...; and the rows
-    whose sampler raised (None in the tokens, their message in the dict).
+    """Target tokens at `lengths[i]` positions of row i of [B, N, V] verify logits, from
+    `starts[i]` (default 0), which are the reply's tokens number positions[i], positions[i] + 1,
+    ...; and the rows whose sampler raised (None in the tokens, their message in the dict).
 
     `contexts[i][j]` is row i's token context for position j (repetition penalty), or None.
     Each position draws with the key a plain decode step would use for it.
     """
+    starts = starts or [0] * len(samplers)
     if all(s.greedy and not s.uses_context for s in samplers):
         tokens = greedy_tokens(logits)
-        return [t[:n] for t, n in zip(tokens, lengths)], {}
+        return [t[a : a + n] for t, a, n in zip(tokens, starts, lengths)], {}
     rows: list[mx.array | None] = []
     failures: dict[int, str] = {}
     for i, sampler in enumerate(samplers):
         try:
-            row = logits[i, : lengths[i]]
+            row = logits[i, starts[i] : starts[i] + lengths[i]]
             if sampler.uses_context:
                 row = mx.concatenate(
                     [sampler.process(row[j : j + 1], contexts[i][j]) for j in range(row.shape[0])]

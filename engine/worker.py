@@ -289,12 +289,12 @@ class EngineWorker(threading.Thread):
         try:
             draft = load_model(command.model)
             check_draft_compatible(self._target, draft)
+            drafter = DraftModelDrafter(draft, prefill_chunk=self.config.prefill_chunk)
         except Exception as exc:  # noqa: BLE001 - reported to the caller, engine keeps going
             log.warning("draft model load failed: %s", exc)
             self._announce(EngineErrorEvent(str(exc)))
             command.done(None, exc)
             return
-        drafter = DraftModelDrafter(draft, prefill_chunk=self.config.prefill_chunk)
         self.core.set_drafter(drafter)
         with self._stats_lock:
             self._stats.draft_model = draft.info

@@ -20,6 +20,7 @@ import mlx.core as mx
 
 from engine.cache.batch_rows import merge_row_cache
 from engine.cache.kv_quant import KVQuant, extend_layer, quantize_batch_cache
+from engine.cache.recurrent import RecurrentSnapshot, has_recurrent, set_lengths
 from engine.core.request_state import RequestState
 from engine.sampling import sample_positions, sample_rows
 from engine.speculative.rollback import rollback_rows
@@ -29,9 +30,10 @@ from engine.speculative.rollback import rollback_rows
 class Verify:
     """A verify forward in flight (DecodeBatch.verify_launch)."""
 
-    x: list[list[int]]  # [B][width + 1] inputs: pending tokens and drafts (padded)
+    x: list[list[int]]  # per row: replayed tokens, the pending token, the draft (unpadded)
     drafts: list[list[int]]
     logits: mx.array
+    snapshot: RecurrentSnapshot | None  # recurrent state from before the forward
 
 
 class DecodeBatch:
@@ -46,7 +48,11 @@ class DecodeBatch:
         self.inputs: mx.array | None = None  # [B] next input tokens, possibly not yet evaluated
         self.input_is_sampled: list[bool] = []  # True: the pending input is a new token to emit
         self.sample_failures: dict[int, str] = {}  # rows whose last sampling raised
-        self._width = 0  # draft width of the last verify round
+        # Recurrent layers (engine/cache/recurrent.py): a row whose draft was not all kept
+        # feeds its kept tokens again, before its pending input, with the next forward.
+        self.recurrent = False
+        self.replay: list[list[int]] = []
+        self._verify: Verify | None = None
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -60,6 +66,7 @@ class DecodeBatch:
         batch_cache = merge_row_cache(row_cache)
         if self.cache is None or not self.rows:
             self.cache = batch_cache
+            self.recurrent = has_recurrent(batch_cache)
         else:
             self.cache = [extend_layer(m, t) for m, t in zip(self.cache, batch_cache)]
         quantize_batch_cache(self.cache, self.kv)
@@ -68,6 +75,7 @@ class DecodeBatch:
         self.rows.append(state)
         self.lengths.append(len(state.prompt) - 1)
         self.input_is_sampled.append(False)
+        self.replay.append([])
 
     def keep(self, indices: list[int]) -> None:
         """Keep only these rows (in this order)."""
@@ -76,9 +84,10 @@ class DecodeBatch:
         self.sample_failures = {}
         if not indices:
             self.rows, self.lengths, self.cache, self.inputs = [], [], None, None
-            self.input_is_sampled = []
+            self.input_is_sampled, self.replay = [], []
             return
         self.rows = [self.rows[i] for i in indices]
+        self.replay = [self.replay[i] for i in indices]
         self.lengths = [self.lengths[i] for i in indices]
         self.input_is_sampled = [self.input_is_sampled[i] for i in indices]
         assert self.inputs is not None and self.cache is not None
@@ -147,41 +156,76 @@ class DecodeBatch:
 
     # -- verify rounds ---------------------------------------------------------------------------
 
+    @property
+    def replaying(self) -> bool:
+        """Some row has kept tokens to feed again (recurrent layers only)."""
+        return any(self.replay)
+
     def verify_launch(self, pending: list[int], drafts: list[list[int]]) -> Verify:
-        """Queue one target forward over [B, width+1]: each row's pending input and its draft
-        (padded), and return at once so host work can overlap it."""
-        width = max(len(d) for d in drafts)
-        x = [[t] + d + [0] * (width - len(d)) for t, d in zip(pending, drafts)]
-        logits = self.model(mx.array(x, dtype=mx.uint32), cache=self.cache)
+        """Queue one target forward over every row's replayed tokens, pending input and draft
+        (right-padded), and return at once so host work can overlap it."""
+        x = [r + [t] + d for r, t, d in zip(self.replay, pending, drafts)]
+        width = max(len(row) for row in x)
+        snapshot = None
+        if self.recurrent:
+            snapshot = RecurrentSnapshot.take(self.cache)
+            padded = any(len(row) < width for row in x)
+            set_lengths(self.cache, [len(row) for row in x] if padded else None)
+        tokens = mx.array([row + [0] * (width - len(row)) for row in x], dtype=mx.uint32)
+        try:
+            logits = self.model(tokens, cache=self.cache)
+        finally:
+            if self.recurrent:
+                set_lengths(self.cache, None)
         mx.async_eval(logits)
-        self._width = width
-        self.lengths = [n + width + 1 for n in self.lengths]
-        return Verify(x=x, drafts=drafts, logits=logits)
+        self.lengths = [n + width for n in self.lengths]
+        self._verify = Verify(x=x, drafts=drafts, logits=logits, snapshot=snapshot)
+        return self._verify
 
     def verify_collect(
         self, pending: Verify, histories: list[list[int]]
     ) -> tuple[list[list[int] | None], dict[int, str]]:
-        """The target's tokens at positions 0..len(draft) of each row (None for a row whose
-        sampling failed, with its message); `histories[i]` ends with row i's pending input."""
+        """The target's tokens at positions 0..len(draft) of each row's draft (None for a row
+        whose sampling failed, with its message); `histories[i]` ends with row i's pending
+        input."""
         mx.eval(pending.logits)
         contexts = [
             self._verify_contexts(row, history, d)
             for row, history, d in zip(self.rows, histories, pending.drafts)
         ]
         lengths = [len(d) + 1 for d in pending.drafts]
+        starts = [len(r) for r in self.replay]
         positions = [len(h) - len(r.prompt) for r, h in zip(self.rows, histories)]
         return sample_positions(
-            pending.logits, [r.sampler for r in self.rows], contexts, lengths, positions
+            pending.logits, [r.sampler for r in self.rows], contexts, lengths, positions, starts
         )
 
     def rollback(self, kept: list[int], next_inputs: list[int]) -> None:
-        """Keep `kept[i]` of the width+1 positions row i wrote; feed `next_inputs` next."""
-        surplus = [self._width + 1 - k for k in kept]
+        """Keep row i's replayed tokens, its pending input and the first `kept[i] - 1` draft
+        tokens; give back the rest of what the round wrote; feed `next_inputs` next. With
+        recurrent layers, a row that did not keep its whole draft goes back to its state from
+        before the round and replays what it kept with the next forward."""
+        verify = self._verify
+        width = max(len(row) for row in verify.x)
+        surplus, restore = [], []
+        for i, (row, draft, k) in enumerate(zip(verify.x, verify.drafts, kept)):
+            committed = len(self.replay[i]) + k
+            if self.recurrent and k < len(draft) + 1:
+                surplus.append(width)
+                restore.append(True)
+                self.replay[i] = row[:committed]
+            else:
+                surplus.append(width - committed)
+                restore.append(False)
+                self.replay[i] = []
         rollback_rows(self.cache, surplus)
+        if verify.snapshot is not None:
+            verify.snapshot.restore_rows(restore)
         quantize_batch_cache(self.cache, self.kv)
         self.lengths = [n - s for n, s in zip(self.lengths, surplus)]
         self.inputs = mx.array(next_inputs, dtype=mx.uint32)
         self.input_is_sampled = [False] * len(self.rows)
+        self._verify = None
 
     @staticmethod
     def _verify_contexts(

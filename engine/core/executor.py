@@ -30,6 +30,7 @@ from engine.speculative.drafter import Drafter, DraftRow, VerifyFeedback, propos
 log = logging.getLogger(__name__)
 
 DEFAULT_CLEAR_CACHE_EVERY = 256  # steps between MLX buffer-cache clears
+DEFAULT_MAX_REPLAY = 16  # a recurrent row replaying more than this drafts nothing until it commits
 
 
 class ModelExecutor:
@@ -149,7 +150,7 @@ class ModelExecutor:
         by_row = {id(r.state): r for r in rows}
         plan = [by_row.get(id(state)) or DecodeRow(state) for state in self.batch.rows]
         try:
-            if any(r.k for r in plan):
+            if any(r.k for r in plan) or self.batch.replaying:
                 self._verify_round(plan, out, while_waiting)
             else:
                 self._plain_step(out, while_waiting)
@@ -166,7 +167,10 @@ class ModelExecutor:
             pending = self.batch.inputs.tolist()
         except Exception:  # noqa: BLE001 - recover_batch reports it
             return [[0] for _ in plan]
-        return [[t] + drafts.get(r.state.request_id, []) for t, r in zip(pending, plan)]
+        return [
+            replay + [t] + drafts.get(r.state.request_id, [])
+            for replay, t, r in zip(self.batch.replay, pending, plan)
+        ]
 
     def _plain_step(self, out: StepOutput, while_waiting) -> None:
         batch = self.batch
@@ -194,9 +198,12 @@ class ModelExecutor:
         pending = batch.pending_tokens()
         histories = [s.history + t for s, t in zip(batch.rows, _fresh_tokens(out, batch.rows))]
         drafts = self._propose(plan, histories, out)
+        for i, replay in enumerate(batch.replay):
+            if len(replay) > DEFAULT_MAX_REPLAY:
+                drafts[i] = []  # commit its state this round: nothing to reject
         self._last_drafts = {r.state.request_id: d for r, d in zip(plan, drafts) if d}
         t1 = time.perf_counter()
-        if not any(drafts):
+        if not any(drafts) and not batch.replaying:
             self._plain_step(out, while_waiting)
             out.timing.plan_s += t1 - t0
             return
@@ -231,9 +238,9 @@ class ModelExecutor:
             if proposes_for_itself(drafter):
                 drafter.learn(items)
         t3 = time.perf_counter()
-        width = max(len(d) for d in drafts)
+        width = max(len(row) for row in verify.x)
         verify_s = (t_launched - t1) + (t2 - t_streamed)
-        out.forward_costs.append((len(batch), width + 1, verify_s))
+        out.forward_costs.append((len(batch), width, verify_s))
         out.draft_s, out.verify_s, out.sample_s = t1 - t0, verify_s, 0.0
         timing = out.timing
         timing.verify_rounds += 1

@@ -74,7 +74,7 @@ def _prefill_padded(group: list[PrefillWork], model: Any, kv: KVQuant | None) ->
     model(tokens, cache=layers)
     for layer in layers:
         layer.finalize()
-    mx.eval([(layer.keys, layer.values) for layer in layers])
+    mx.eval([layer.state for layer in layers])
     for row, caches in enumerate(row_caches):  # only now: a failure above leaves them as they were
         caches[:] = [layer.extract(row) for layer in layers]
         quantize_row_cache(caches, kv)

@@ -25,6 +25,7 @@ import mlx.core as mx
 from mlx_lm.models.cache import KVCache, RotatingKVCache, make_prompt_cache
 
 from engine.cache.batch_rows import merge_row_cache
+from engine.cache.recurrent import has_recurrent
 from engine.config import DEFAULT_PREFILL_CHUNK
 from engine.requests import SpecMethod
 from engine.speculative.drafter import Drafter, DraftRow
@@ -68,6 +69,11 @@ class DraftModelDrafter(Drafter):
     ) -> None:
         self.loaded = loaded  # engine.models.LoadedModel
         self.model = loaded.model
+        if has_recurrent(make_prompt_cache(self.model)):
+            raise ValueError(
+                f"{loaded.info.name} has recurrent (state-space or linear attention) layers, "
+                "which a draft model cannot roll back: choose a draft without them"
+            )
         self.prefill_chunk = prefill_chunk
         self.catch_up_tokens = catch_up_tokens
         self._ids: list[str] = []  # the batched cache's rows, in order
