@@ -257,6 +257,7 @@ class ModelInfo:
     context_length: int | None
     dtype: str
     sliding_window: int | None = None
+    batching_note: str | None = None  # why this model runs one request at a time, if it does
 
 
 @dataclass

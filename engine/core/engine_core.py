@@ -5,10 +5,12 @@ request with the error instead of failing again on the next loop."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import Any
 
 from engine.config import EngineConfig
+from engine.core.batch_check import batching_problem
 from engine.core.executor import ModelExecutor
 from engine.core.scheduler import Scheduler
 from engine.requests import Event, GenerationRequest
@@ -24,6 +26,11 @@ class EngineCore:
 
     def __init__(self, target: Any, *, config: EngineConfig, reuse: Any | None = None) -> None:
         self.target = target
+        problem = batching_problem(target.model)
+        if problem is not None:
+            log.warning("%s runs one request at a time: %s", target.info.name, problem)
+            target.info.batching_note = f"runs one request at a time: {problem}"
+            config = dataclasses.replace(config, max_batch=1)
         self.policy = SpeculationPolicy()
         self.scheduler = Scheduler(target, config=config, policy=self.policy)
         self.executor = ModelExecutor(target, config=config, reuse=reuse)

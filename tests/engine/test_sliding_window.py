@@ -83,3 +83,51 @@ def test_short_and_long_rows_with_alternating_rounds_equal_generate(gemma3, acce
     outcomes = asyncio.run(main())
     assert [o.finished.token_ids for o in outcomes] == expected
     assert drafter.calls > 4
+
+
+def test_a_model_that_cannot_batch_runs_one_row_at_a_time_exactly(tmp_path):
+    """gemma2's attention in mlx-lm cannot take a batch mask; such a model is found out when it
+    loads and runs one request at a time, saying why, never batched wrong."""
+    from engine.requests import FinishedEvent
+    from tests.tiny_models import _save
+
+    config = {
+        "model_type": "gemma2",
+        "hidden_size": 64,
+        "num_hidden_layers": 2,
+        "intermediate_size": 128,
+        "num_attention_heads": 4,
+        "head_dim": 16,
+        "rms_norm_eps": 1e-6,
+        "vocab_size": VOCAB,
+        "num_key_value_heads": 2,
+        "query_pre_attn_scalar": 16,
+        "eos_token_id": 2,
+    }
+    path = _save(
+        tmp_path / "gemma2",
+        config,
+        seed=0,
+        quantize_bits=None,
+        group_size=32,
+        tokenizer_src=None,
+    )
+    prompts = [make_prompt(i, 5 + 3 * i) for i in range(3)]
+    expected = reference_tokens(path, prompts, max_tokens=12)
+
+    async def main():
+        eng = Engine(EngineConfig(model=str(path), prefix_cache=False, log_blas=False))
+        eng.start()
+        info = await asyncio.wait_for(eng.wait_ready(), TIMEOUT_S)
+        try:
+            outs = await asyncio.gather(
+                *(eng.generate(GenerationRequest(prompt_tokens=p, max_tokens=12)) for p in prompts)
+            )
+            return info, outs
+        finally:
+            await eng.stop()
+
+    info, outs = asyncio.run(main())
+    assert "one request at a time" in info.batching_note
+    assert all(isinstance(o, FinishedEvent) for o in outs)
+    assert [o.token_ids for o in outs] == expected
