@@ -34,7 +34,7 @@ $(STAMP): pyproject.toml Makefile app/platform_check.py
 	@touch $(STAMP)
 
 run: setup
-	$(PY) -m app
+	$(PY) -m app $(ARGS)
 
 test: setup
 	QT_QPA_PLATFORM=$${QT_QPA_PLATFORM:-offscreen} $(PY) -m pytest -q $(PYTEST_ARGS)
