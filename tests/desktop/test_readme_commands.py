@@ -79,12 +79,21 @@ def _python(words: list[str], *extra: str, **env: str) -> subprocess.CompletedPr
 
 
 def _make_setup(words, tmp_path):
-    result = _run(["make", "-n", *words[1:]])  # the recipe: the real run is `make test`'s own
-    assert "pip install" in result.stdout
+    # -n -B: print the whole recipe without running it; the real run is `make test`'s own
+    result = _run(["make", "-n", "-B", *words[1:]])
+    assert "app/platform_check.py --missing-packages" in result.stdout
+    assert 'pip install -q -e ".[test,bench,dev]"' in result.stdout
+
+
+def _variable(words: list[str], name: str) -> str:
+    """The value the README gives a make variable (the test adds its own options after it)."""
+    values = [w.split("=", 1)[1] for w in words if w.startswith(f"{name}=")]
+    return values[-1] if values else ""
 
 
 def _make_run(words, tmp_path):
-    result = _make(words, f"ARGS=--quit-when-ready --data-dir {tmp_path / 'data'}")
+    args = f"{_variable(words, 'ARGS')} --quit-when-ready --data-dir {tmp_path / 'data'}"
+    result = _make(["make", "run"], f"ARGS={args}")
     assert "ready: SmolLM2-135M-Instruct" in result.stdout
 
 
@@ -95,10 +104,8 @@ def _make_test(words, tmp_path):
 
 
 def _make_bench(words, tmp_path):
-    options = [w for w in words if w.startswith("BENCH_ARGS=")]
-    readme_args = options[0].split("=", 1)[1] if options else ""
     tiny = "--model random:tiny --max-tokens 8 --concurrency 1 --repeats 1 --no-warmup"
-    result = _make(["make", "bench"], f"BENCH_ARGS={readme_args} {tiny}")
+    result = _make(["make", "bench"], f"BENCH_ARGS={_variable(words, 'BENCH_ARGS')} {tiny}")
     assert "lossless=True" in result.stdout
 
 
