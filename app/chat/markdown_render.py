@@ -1,6 +1,6 @@
 """Markdown into a QTextDocument, styled for the chat: code blocks become a framed table with
-the language and a "Copy" link (anchor copy:N) in monospace, inline code gets a tint, and replies
-can show the characters that came from accepted drafts."""
+the language and a "Copy" link (anchor copy:N) over syntax-coloured monospace, inline code gets a
+tint, and replies can show the characters that came from accepted drafts."""
 
 from __future__ import annotations
 
@@ -21,9 +21,12 @@ from PySide6.QtGui import (
     QTextTableFormat,
 )
 
+from app.chat.code_highlight import highlight
 from app.theme import Theme, monospace_font
 
 COPY_SCHEME = "copy"
+COPY_TEXT = "Copy"
+COPIED_TEXT = "Copied ✓"
 DEFAULT_CODE_PADDING = 8
 CODE_FONT_SCALE = 0.95
 
@@ -81,17 +84,40 @@ _FRAME_MARKS = ("\ufdd0", "\ufdd1")  # where a table (our code blocks) begins an
 _SEPARATORS = ("\u2029", "\u2028", *_FRAME_MARKS)
 
 
+def _copy_links(doc: QTextDocument) -> dict[int, tuple[int, int]]:
+    """Code block index -> [start, end) of the copy link `_frame_code_blocks` added for it."""
+    found: dict[int, tuple[int, int]] = {}
+    prefix = COPY_SCHEME + ":"
+    block = doc.begin()
+    while block.isValid():
+        it = block.begin()
+        while not it.atEnd():
+            fragment = it.fragment()
+            href = fragment.charFormat().anchorHref()
+            if href.startswith(prefix) and href[len(prefix) :].isdigit():
+                start = fragment.position()
+                found[int(href[len(prefix) :])] = (start, start + fragment.length())
+            it += 1
+        block = block.next()
+    return found
+
+
 def _inserted_links(doc: QTextDocument) -> list[tuple[int, int]]:
     """[start, end) of the copy links `_frame_code_blocks` added."""
-    found = []
+    return sorted(_copy_links(doc).values())
+
+
+def set_copy_label(doc: QTextDocument, index: int, text: str) -> bool:
+    """Relabel code block `index`'s copy link (e.g. "Copied ✓"); False if it is not there."""
+    span = _copy_links(doc).get(index)
+    if span is None:
+        return False
     cursor = QTextCursor(doc)
-    while True:
-        cursor = doc.find("Copy", cursor)
-        if cursor.isNull():
-            return found
-        fmt = cursor.charFormat()
-        if fmt.isAnchor() and fmt.anchorHref().startswith(COPY_SCHEME + ":"):
-            found.append((cursor.selectionStart(), cursor.selectionEnd()))
+    cursor.setPosition(span[0])
+    cursor.setPosition(span[1], QTextCursor.MoveMode.KeepAnchor)
+    fmt = cursor.charFormat()
+    cursor.insertText(text, fmt)
+    return True
 
 
 def _highlight(doc: QTextDocument, source: str, options: RenderOptions) -> None:
@@ -106,13 +132,16 @@ def _highlight(doc: QTextDocument, source: str, options: RenderOptions) -> None:
     tint = QTextCharFormat()
     tint.setBackground(options.theme.color("draft"))
     tint.setForeground(options.theme.color("draft_text"))
+    last = doc.characterCount() - 1  # the final paragraph separator cannot be selected
     run_start = previous = None
     for pos in positions + [None]:
         if run_start is not None and (pos is None or pos != previous + 1):
-            cursor = QTextCursor(doc)
-            cursor.setPosition(run_start)
-            cursor.setPosition(previous + 1, QTextCursor.MoveMode.KeepAnchor)
-            cursor.mergeCharFormat(tint)
+            end = min(previous + 1, last)
+            if end > run_start:
+                cursor = QTextCursor(doc)
+                cursor.setPosition(run_start)
+                cursor.setPosition(end, QTextCursor.MoveMode.KeepAnchor)
+                cursor.mergeCharFormat(tint)
             run_start = None
         if pos is not None and run_start is None:
             run_start = pos
@@ -234,7 +263,7 @@ def _frame_code_blocks(doc: QTextDocument, options: RenderOptions) -> list[str]:
         link.setAnchorHref(f"{COPY_SCHEME}:{index}")
         link.setForeground(theme.color("accent"))
         link.setToolTip("Copy this code")
-        head_cursor.insertText("Copy", link)
+        head_cursor.insertText(COPY_TEXT, link)
         # body: the code, monospace, as is
         body = table.cellAt(1, 0)
         body_format = body.format().toTableCellFormat()
@@ -248,7 +277,15 @@ def _frame_code_blocks(doc: QTextDocument, options: RenderOptions) -> list[str]:
         block_format = QTextBlockFormat()
         block_format.setNonBreakableLines(True)
         body_cursor.setBlockFormat(block_format)
-        body_cursor.insertText(code, code_format)
+        for run in highlight(code, language, theme=theme.name):
+            run_format = QTextCharFormat(code_format)
+            if run.color:
+                run_format.setForeground(QColor(run.color))
+            if run.bold:
+                run_format.setFontWeight(QFont.Weight.Bold)
+            if run.italic:
+                run_format.setFontItalic(True)
+            body_cursor.insertText(run.text, run_format)
     return [group[3] for group in groups]
 
 
