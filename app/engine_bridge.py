@@ -57,7 +57,7 @@ class EngineBridge(QObject):
         self.draft_spec: str | None = self.engine.config.draft_model
         self.last_error: str | None = None
         self.loading = False
-        self._stats = EngineStats()
+        self._stats = with_contract_fields(EngineStats())
         self._tasks: set[asyncio.Task] = set()
         self._timer = QTimer(self)
         self._timer.setInterval(poll_ms)

@@ -38,10 +38,8 @@ def fmt_percent(fraction: float | None) -> str:
 
 
 def fmt_duration(seconds: float) -> str:
-    """A span as people say it: "40 s", "a minute", "12 min", "2 h 5 min"."""
+    """A span as people say it: "40 s", "12 min", "2 h 5 min"."""
     seconds = max(0, round(seconds))
-    if seconds == 60:
-        return "a minute"
     if seconds < 60:
         return f"{seconds} s"
     if seconds < 3600:

@@ -8,6 +8,7 @@ from collections import deque
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QWidget
 
+from app.engine_contract import with_contract_fields
 from app.formatting import fmt_bytes, fmt_count, fmt_duration, fmt_percent, fmt_rate
 from app.panel.metric_tips import METRIC_TIPS
 from app.panel.position_chart import PositionChart
@@ -31,7 +32,7 @@ class EngineCard(MetricCard):
     def __init__(self, parent=None) -> None:
         super().__init__("Engine", parent)
         self._rates: deque[float] = deque(maxlen=DEFAULT_ENGINE_HISTORY)
-        self.stats = EngineStats()
+        self.stats = with_contract_fields(EngineStats())
         self.model = QLabel("No model")
         self.model.setObjectName("MetricValue")
         self.model.setWordWrap(True)
@@ -45,14 +46,12 @@ class EngineCard(MetricCard):
 
         row = QWidget()
         line = QHBoxLayout(row)
-        line.setContentsMargins(0, 6, 0, 0)
-        heading = QLabel("Speculation")
-        heading.setObjectName("MetricLabel")
+        line.setContentsMargins(0, 8, 0, 0)
         self.scope = SegmentedToggle(SCOPE_CHOICES, current=DEFAULT_SCOPE)
+        self.scope.setToolTip("Which span the speculation figures below cover")
         self.scope.changed.connect(self._scope_changed)
-        line.addWidget(heading)
-        line.addStretch(1)
         line.addWidget(self.scope)
+        line.addStretch(1)
         self.add_widget(row)
         self.scope_caption = self.add_caption("")
         self.scope_caption.setObjectName("Hint")
@@ -96,10 +95,12 @@ class EngineCard(MetricCard):
         recent = self.scope.current == SCOPE_RECENT
         spec: SpecStats | None = stats.spec_recent if recent else stats.spec
         if recent:
-            caption = f"Over the last {fmt_duration(stats.recent_window_s)}, all chats together."
+            span = stats.recent_window_s
+            last = "minute" if round(span) == 60 else fmt_duration(span)
+            caption = f"Speculation over the last {last}, all chats together."
         else:
             since = f" {fmt_duration(stats.uptime_s)} ago" if stats.uptime_s else ""
-            caption = f"Since the engine started{since}, all chats together."
+            caption = f"Speculation since the engine started{since}, all chats together."
         self.scope_caption.setText(caption if spec is not None else "Not reported by this engine.")
         spec = spec or SpecStats()
         drafted = spec.draft_tokens > 0

@@ -12,7 +12,7 @@ from app.panel.chat_card import ChatCard
 from app.panel.engine_card import EngineCard
 from engine.requests import EngineStats
 
-PANEL_MIN_WIDTH = 280
+PANEL_MIN_WIDTH = 200  # with the sidebar's and the chat's minimums, under 800 px
 
 
 class LivePanel(QScrollArea):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 
+import shiboken6
 from PySide6.QtCore import QByteArray, QEvent, QObject, QRect, Qt, QTimer
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QDockWidget, QMainWindow, QTabWidget, QWidget
@@ -16,8 +17,10 @@ COMPACT_WIDTH = 1100  # narrower windows put every dock in one tabbed column on 
 SIDEBAR_WIDTH = 260
 SIDEBAR_MIN_WIDTH = 220  # conversation titles stay readable
 PANEL_WIDTH = 340
+COMPACT_COLUMN_WIDTH = 290  # the tabbed column of the compact layout: its three tabs fit
+COMPACT_PANEL_WIDTH = 310  # ... a little wider while the live panel or the settings show
 CHAT_MIN_WIDTH = 360  # a restored layout must leave the chat at least this wide
-CHAT_MIN_FRACTION = 0.4  # ... or this share of a window too narrow for CHAT_MIN_WIDTH
+CHAT_MIN_FRACTION = 0.4  # ... and at least this share of the window
 ON_SCREEN_MIN = (160, 80)  # this much of a window (or floating dock) must be on a screen
 
 
@@ -40,10 +43,12 @@ class DockLayout(QObject):
             dock.setTitleBarWidget(QWidget())  # the tabs above them name them
         self._arrange_wide()
         window.setTabPosition(Qt.DockWidgetArea.AllDockWidgetAreas, QTabWidget.TabPosition.North)
+        for dock in (self.panel_dock, self.settings_dock):
+            dock.visibilityChanged.connect(self._fit_column)
         self._default_state = window.saveState()
         self._wide_state: QByteArray | None = None  # while compact: the layout to go back to
         self.compact = False
-        self.repairs: list[str] = []  # what the last validation had to fix
+        self.repairs: list[str] = []  # what restoring and validating had to fix
         self.validated = False
         window.installEventFilter(self)
 
@@ -64,8 +69,14 @@ class DockLayout(QObject):
         """Restore a saved window; it is checked once shown (see `validate`)."""
         if geometry:
             self.window.restoreGeometry(QByteArray.fromBase64(geometry.encode()))
-        if state and not self.window.restoreState(QByteArray.fromBase64(state.encode())):
-            self.repairs.append("the saved dock layout could not be read")
+        if state:
+            if not self.window.restoreState(QByteArray.fromBase64(state.encode())):
+                self._repaired("the saved dock layout could not be read")
+            floating = [dock.windowTitle() for dock in self.docks() if dock.isFloating()]
+            if floating:
+                # ours cannot float: without a title bar it could not be docked again
+                self._repaired(f"{', '.join(floating)} floated outside the window")
+                self.reset()
         self._apply_width()
 
     def reset(self) -> None:
@@ -80,27 +91,22 @@ class DockLayout(QObject):
         self._arrange_wide()
         self._apply_width()
 
-    def validate(self) -> list[str]:
-        """Put the window on a screen and the default layout back if the restored one leaves the
-        chat too narrow or a dock off every screen; returns what was repaired."""
+    def validate(self) -> None:
+        """Once shown: put the window on a screen, and the default layout back if the restored
+        one leaves the chat too narrow."""
         window = self.window
-        repairs: list[str] = []
         if not _on_screen(window.frameGeometry()):
-            repairs.append("the window was off-screen")
+            self._repaired("the window was off-screen")
             _center_on_screen(window)
-        floating_lost = [d for d in self.docks() if d.isFloating() and not _on_screen(d.geometry())]
-        if floating_lost:
-            repairs.append("a floating panel was off-screen")
         chat = window.centralWidget().width()
-        if floating_lost or chat < min(CHAT_MIN_WIDTH, CHAT_MIN_FRACTION * window.width()):
-            if not floating_lost:
-                repairs.append(f"the chat area was {chat} px wide")
+        if chat < max(CHAT_MIN_WIDTH, CHAT_MIN_FRACTION * window.width()):
+            self._repaired(f"the chat area was {chat} px wide")
             self.reset()
-        for repair in repairs:
-            log.warning("window layout repaired: %s", repair)
-        self.repairs += repairs
         self.validated = True
-        return repairs
+
+    def _repaired(self, what: str) -> None:
+        log.warning("window layout repaired: %s", what)
+        self.repairs.append(what)
 
     # -- compact and wide ----------------------------------------------------------------------
 
@@ -133,7 +139,19 @@ class DockLayout(QObject):
             dock.setVisible(visible)
         self.sidebar_dock.setTitleBarWidget(QWidget())  # its tab names it
         self.sidebar_dock.raise_()
-        window.resizeDocks([self.sidebar_dock], [SIDEBAR_WIDTH], Qt.Orientation.Horizontal)
+        self._resize([(self.sidebar_dock, COMPACT_COLUMN_WIDTH)])
+
+    def _fit_column(self, shown: bool) -> None:
+        """While compact, the tabbed column widens for the panel and narrows for the list."""
+        dock = self.sender()
+        if not shiboken6.isValid(self.window):
+            return  # the window is being destroyed
+        if not self.compact or not isinstance(dock, QDockWidget) or dock.isFloating():
+            return
+        if shown:
+            self._resize([(dock, COMPACT_PANEL_WIDTH)])
+        else:
+            self._resize([(self.sidebar_dock, COMPACT_COLUMN_WIDTH)])
 
     def _leave_compact(self) -> None:
         state, self._wide_state = self._wide_state, None
@@ -148,11 +166,14 @@ class DockLayout(QObject):
         window.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.panel_dock)
         window.tabifyDockWidget(self.panel_dock, self.settings_dock)
         self.panel_dock.raise_()
-        window.resizeDocks(
-            [self.sidebar_dock, self.panel_dock],
-            [SIDEBAR_WIDTH, PANEL_WIDTH],
-            Qt.Orientation.Horizontal,
-        )
+        self._resize([(self.sidebar_dock, SIDEBAR_WIDTH), (self.panel_dock, PANEL_WIDTH)])
+
+    def _resize(self, widths: list[tuple[QDockWidget, int]]) -> None:
+        docked = [(dock, width) for dock, width in widths if not dock.isFloating()]
+        if docked:
+            self.window.resizeDocks(
+                [dock for dock, _w in docked], [w for _d, w in docked], Qt.Orientation.Horizontal
+            )
 
     def _dock(self, title: str, name: str, widget: QWidget, area: Qt.DockWidgetArea) -> QDockWidget:
         dock = QDockWidget(title, self.window)

@@ -55,7 +55,6 @@ class MainWindow(QMainWindow):
         self.chats = TabController(self.tabs, store=store, bridge=bridge, parent=self)
         self.tab_bar = self.chats.tab_bar
         self.engine_banner = NoticeBanner("danger", inline_buttons=True)
-        self.engine_banner.setObjectName("EngineBanner")
         self.engine_banner.setVisible(False)
         self.restart_button = self.engine_banner.add_button(
             "Restart engine", self.restart_engine, tip="Start the engine again with its model"
@@ -64,6 +63,7 @@ class MainWindow(QMainWindow):
         column = QVBoxLayout(central)
         column.setContentsMargins(0, 0, 0, 0)
         column.setSpacing(0)
+        self.engine_banner.setProperty("placement", "top")
         column.addWidget(self.engine_banner)
         column.addWidget(self.tabs, 1)
         self.setCentralWidget(central)
@@ -219,8 +219,9 @@ class MainWindow(QMainWindow):
 
     def _engine_failed(self, message: str) -> None:
         self.engine_banner.set_kind("danger")
+        said = message[:1].upper() + message[1:].rstrip(".")
         self.engine_banner.set_message(
-            f"{message}. Replies being written were stopped; their text so far is kept.",
+            f"{said}. Replies being written were stopped; their text so far is kept.",
             title="The engine stopped",
         )
         self.restart_button.setEnabled(True)
