@@ -5,6 +5,7 @@ tint, and replies can show the characters that came from accepted drafts."""
 from __future__ import annotations
 
 import html
+import re
 from dataclasses import dataclass, field
 
 from PySide6.QtGui import (
@@ -53,7 +54,7 @@ def render(doc: QTextDocument, text: str, *, options: RenderOptions) -> RenderRe
         return RenderResult()
     doc.setMarkdown(text, QTextDocument.MarkdownFeature.MarkdownDialectGitHub)
     _style_inline(doc, options)
-    blocks = _frame_code_blocks(doc, options)
+    blocks = _frame_code_blocks(doc, text, options)
     if options.highlight_drafts and options.draft_spans:
         _highlight(doc, text, options)
     return RenderResult(code_blocks=blocks)
@@ -211,31 +212,73 @@ def _style_inline(doc: QTextDocument, options: RenderOptions) -> None:
         block = block.next()
 
 
-def _code_groups(doc: QTextDocument) -> list[tuple[int, int, str, str]]:
-    """(start, end, language, code) of each run of fenced-code blocks."""
+def fence_line_counts(source: str) -> list[int]:
+    """Lines of code in each fenced block of the Markdown source, in order (an unclosed last
+    fence, as while a reply streams, counts what it has so far)."""
+    counts: list[int] = []
+    fence: str | None = None
+    lines = 0
+    for line in source.split("\n"):
+        match = _FENCE.match(line)
+        if fence is None:
+            if match and not (match.group(1)[0] == "`" and "`" in match.group(2)):
+                fence, lines = match.group(1), 0
+        elif (
+            match
+            and match.group(1)[0] == fence[0]
+            and len(match.group(1)) >= len(fence)
+            and not match.group(2).strip()
+        ):
+            counts.append(lines)
+            fence = None
+        else:
+            lines += 1
+    if fence is not None:
+        counts.append(lines)
+    return counts
+
+
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
+
+
+def _code_groups(doc: QTextDocument, source: str) -> list[tuple[int, int, str, str]]:
+    """(start, end, language, code) of each fenced code block. Qt's blocks do not say where one
+    fence ends and the next begins when nothing stands between them: the source's line counts
+    (or a change of language) do."""
+    counts = fence_line_counts(source)
     groups: list[tuple[int, int, str, str]] = []
-    block = doc.begin()
     current: list | None = None
+
+    def close() -> None:
+        groups.append((current[0], current[1], current[2], "\n".join(current[3])))
+
+    block = doc.begin()
     while block.isValid():
         fmt = block.blockFormat()
         if fmt.hasProperty(QTextFormat.Property.BlockCodeFence):
             language = fmt.stringProperty(QTextFormat.Property.BlockCodeLanguage)
+            expected = counts[len(groups)] if len(groups) < len(counts) else None
+            if current is not None and (
+                language != current[2] or (expected and len(current[3]) >= expected)
+            ):
+                close()
+                current = None
             if current is None:
                 current = [block.position(), 0, language, []]
             current[1] = block.position() + block.length() - 1
             current[3].append(block.text())
         elif current is not None:
-            groups.append((current[0], current[1], current[2], "\n".join(current[3])))
+            close()
             current = None
         block = block.next()
     if current is not None:
-        groups.append((current[0], current[1], current[2], "\n".join(current[3])))
+        close()
     return groups
 
 
-def _frame_code_blocks(doc: QTextDocument, options: RenderOptions) -> list[str]:
+def _frame_code_blocks(doc: QTextDocument, source: str, options: RenderOptions) -> list[str]:
     theme = options.theme
-    groups = _code_groups(doc)
+    groups = _code_groups(doc, source)
     mono = monospace_font(options.base_font.pointSizeF() * CODE_FONT_SCALE)
     small = QFont(options.base_font)
     small.setPointSizeF(options.base_font.pointSizeF() * 0.85)

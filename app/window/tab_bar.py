@@ -21,7 +21,9 @@ class RenamableTabBar(QTabBar):
         self.setMovable(True)
         self.setTabsClosable(True)
         self.setExpanding(False)
-        self.setElideMode(Qt.TextElideMode.ElideRight)
+        # titles come shortened (distinct_titles); Qt's eliding would squeeze every tab to a few
+        # letters before scrolling, and tabs would look alike
+        self.setElideMode(Qt.TextElideMode.ElideNone)
         self.setDocumentMode(True)
         self.setUsesScrollButtons(True)
         self._editor: QLineEdit | None = None
