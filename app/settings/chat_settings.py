@@ -42,11 +42,11 @@ SPEC_METHOD_DESCRIPTIONS: dict[str, str] = {
     ),
     SpecMethod.PROMPT_LOOKUP.value: (
         "Guesses ahead by copying text already in the chat: helps when the reply repeats it "
-        "(code edits, quotes, summaries); free when it finds nothing."
+        "(code edits, quotes, summaries)."
     ),
     SpecMethod.AUTO.value: (
-        "Measures as it goes and guesses only while that is faster (with the draft model if "
-        "one is loaded, else prompt lookup): a safe choice."
+        "Guesses ahead only while measurements say it pays (draft model if loaded, else "
+        "prompt lookup): helps when unsure which to pick."
     ),
 }
 
