@@ -1,0 +1,67 @@
+"""The live panel against the real engine (the default model): with speculation off the chat
+shows 1.00 tokens per forward, as the engine reports it; "forwards saved" never goes down while
+speculating replies run; the panel shows the engine's figures, not its own."""
+
+from __future__ import annotations
+
+import pytest
+from apphelpers import spin
+
+from app.settings.chat_settings import ChatSettings
+
+pytestmark = pytest.mark.slow
+
+REPLY_TIMEOUT_S = 180.0
+PLAIN = ChatSettings(max_tokens=24, temperature=0.0, spec_method="off")
+
+
+def test_speculation_off_shows_the_engines_figures(qtbot, real_window):
+    w = real_window
+    tab = w.current_tab()
+    tab.controller.set_settings(PLAIN)
+    assert tab.send("Name three colours.")
+    assert spin(lambda: not tab.controller.busy, REPLY_TIMEOUT_S)
+    stats = tab.controller.last_stats
+    card = w.panel.chat_card
+    # what the panel shows is what the engine sent
+    assert card.value("tokens") == str(stats.generated_tokens)
+    expected = f"{stats.spec.tokens_per_forward:.2f}" if stats.spec.target_forwards else "–"
+    assert card.value("tpf") == expected
+    assert card.value("acceptance") == "–"  # nothing was drafted
+    assert card.verdict() is None  # nothing to lose without speculation
+
+
+@pytest.mark.xfail(
+    reason="engine change (GUIDE.md issue 9/10 contract, landing on main): "
+    "SpecStats.tokens_per_forward is exactly 1.00 with speculation off; this branch's engine "
+    "counts one forward more than it emits (24 tokens, 25 forwards: 0.96)",
+    strict=False,
+)
+def test_tokens_per_forward_is_one_with_speculation_off(qtbot, real_window):
+    tab = real_window.current_tab()
+    tab.controller.set_settings(PLAIN)
+    assert tab.send("Say hello.")
+    assert spin(lambda: not tab.controller.busy, REPLY_TIMEOUT_S)
+    assert real_window.panel.chat_card.value("tpf") == "1.00"
+
+
+@pytest.mark.xfail(
+    reason="engine change (GUIDE.md issue 9/10 contract, landing on main): "
+    "SpecStats.forwards_saved never decreases; this branch's engine derives it as "
+    "emitted - forwards over all rows, which plain rows pull down",
+    strict=False,
+)
+def test_forwards_saved_never_decreases(qtbot, real_window):
+    w = real_window
+    seen: list[str] = []
+    w.bridge.statsUpdated.connect(lambda _s: seen.append(w.panel.engine_card.value("saved")))
+    first, second = w.current_tab(), w.new_chat()
+    first.controller.set_settings(PLAIN.replace(spec_method="lookup", max_tokens=48))
+    second.controller.set_settings(PLAIN.replace(max_tokens=32))
+    assert first.send("Repeat exactly: the cat sat on the mat. the cat sat on the mat.")
+    assert second.send("Count from one to ten.")
+    assert spin(lambda: not first.controller.busy and not second.controller.busy, REPLY_TIMEOUT_S)
+    w.bridge.poll_stats()
+    values = [int(v) for v in seen if v.isdigit()]
+    assert values and values == sorted(values), values
+    assert w.panel.engine_card.value("saved") == str(w.bridge.stats().spec.forwards_saved)
