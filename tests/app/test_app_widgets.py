@@ -166,7 +166,7 @@ def test_code_blocks_are_syntax_coloured_by_pygments_in_both_themes(qtbot):
         doc = body.document()
         style = get_style_by_name(CODE_STYLES[theme_name])
 
-        def colour(word: str) -> str:
+        def colour(word: str, doc=doc) -> str:
             cursor = doc.find(word)
             cursor.setPosition(cursor.selectionStart() + 1)
             return cursor.charFormat().foreground().color().name()
