@@ -44,8 +44,9 @@ def build_menus(window: MainWindow) -> Actions:
 
     def action(text: str, slot, *shortcuts, tip: str = "") -> QAction:
         act = QAction(text, window)
-        if shortcuts:
-            act.setShortcuts([QKeySequence(s) for s in shortcuts])
+        keys = [QKeySequence(s) for s in shortcuts]
+        if any(not k.isEmpty() for k in keys):
+            act.setShortcuts([k for k in keys if not k.isEmpty()])
         if tip:
             act.setStatusTip(tip)
         act.triggered.connect(lambda _checked=False: slot())
@@ -61,7 +62,7 @@ def build_menus(window: MainWindow) -> Actions:
     close_chat = action("Close chat", window.close_current_tab, "Ctrl+W")
     export = action("Export chat to Markdown…", window.export_dialog, "Ctrl+E")
     delete = action("Delete chat…", window.delete_current)
-    quit_action = action("Quit", QApplication.closeAllWindows, QKeySequence.StandardKey.Quit)
+    quit_action = action("Quit", QApplication.closeAllWindows, "Ctrl+Q")  # Cmd+Q on macOS
     fill(file_menu, new_chat, close_chat, None, export, delete, None, quit_action)
 
     chat_menu = bar.addMenu("&Chat")

@@ -39,7 +39,7 @@ def shortcuts_of(menu_bar: QMenuBar) -> list[Shortcut]:
         for act in menu.actions():
             if act.menu() is not None:
                 walk(act.menu(), f"{title} › {_plain(act.text())}")
-            elif act.shortcuts() and not act.isSeparator():
+            elif _keys(act) and not act.isSeparator():
                 found.append(Shortcut(title, _plain(act.text()), _keys(act)))
 
     for top in menu_bar.actions():
@@ -96,4 +96,5 @@ def _plain(text: str) -> str:
 
 
 def _keys(act: QAction) -> str:
-    return ", ".join(s.toString(QKeySequence.SequenceFormat.NativeText) for s in act.shortcuts())
+    native = QKeySequence.SequenceFormat.NativeText
+    return ", ".join(s.toString(native) for s in act.shortcuts() if not s.isEmpty())

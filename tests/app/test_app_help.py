@@ -5,10 +5,13 @@ from __future__ import annotations
 
 from importlib import metadata
 
+from apphelpers import ARTIFACTS
 from PySide6.QtCore import qVersion
 from PySide6.QtGui import QAction, QKeySequence
 
 from app.window.shortcuts_dialog import ShortcutsDialog
+
+SHOTS = ARTIFACTS / "screenshots"
 
 
 def _keys(text: str) -> str:
@@ -24,7 +27,7 @@ def test_shortcuts_dialog_lists_the_real_shortcuts(qtbot, window):
     assert rows["Previous chat"] == _keys("Ctrl+PgUp")
     assert rows["Last chat"] == _keys("Alt+9") and rows["Chat 1"] == _keys("Alt+1")
     assert rows["Keyboard shortcuts"].startswith(_keys("F1"))
-    assert rows["Stop reply"] == _keys("Esc")
+    assert rows["Stop reply"] == _keys("Esc") and rows["Quit"] == _keys("Ctrl+Q")
     menus = {s.menu for s in dialog.shortcuts}
     assert {"File", "Chat", "View", "Tabs", "Models", "Help"} <= menus
     assert dialog.tree.topLevelItemCount() == len(menus)
@@ -36,6 +39,8 @@ def test_shortcuts_dialog_lists_the_real_shortcuts(qtbot, window):
     rows = dict(ShortcutsDialog(window.menuBar()).rows())
     assert rows["Regenerate reply"] == _keys("Ctrl+Shift+R")
     assert rows["Do something new"] == _keys("Ctrl+Alt+N")
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    assert dialog.grab().save(str(SHOTS / "shortcuts-light.png"))
     dialog.close()
 
 
@@ -50,4 +55,6 @@ def test_about_shows_versions_and_device(qtbot, window):
     assert info.device == "cpu (fake)"
     assert dialog.values["mlx_lm"].text() == info.mlx_lm
     assert window.menu_actions.about.text() == "About Tandem"
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    assert dialog.grab().save(str(SHOTS / "about-light.png"))
     dialog.close()

@@ -54,14 +54,23 @@ def test_tokens_per_forward_is_one_with_speculation_off(qtbot, real_window):
 def test_forwards_saved_never_decreases(qtbot, real_window):
     w = real_window
     seen: list[str] = []
-    w.bridge.statsUpdated.connect(lambda _s: seen.append(w.panel.engine_card.value("saved")))
+
+    def shown(_stats) -> None:
+        seen.append(w.panel.engine_card.value("saved"))
+
+    w.bridge.statsUpdated.connect(shown)
     first, second = w.current_tab(), w.new_chat()
     first.controller.set_settings(PLAIN.replace(spec_method="lookup", max_tokens=48))
     second.controller.set_settings(PLAIN.replace(max_tokens=32))
     assert first.send("Repeat exactly: the cat sat on the mat. the cat sat on the mat.")
     assert second.send("Count from one to ten.")
-    assert spin(lambda: not first.controller.busy and not second.controller.busy, REPLY_TIMEOUT_S)
-    w.bridge.poll_stats()
+    try:
+        assert spin(
+            lambda: not first.controller.busy and not second.controller.busy, REPLY_TIMEOUT_S
+        )
+        w.bridge.poll_stats()
+    finally:
+        w.bridge.statsUpdated.disconnect(shown)
     values = [int(v) for v in seen if v.isdigit()]
     assert values and values == sorted(values), values
     assert w.panel.engine_card.value("saved") == str(w.bridge.stats().spec.forwards_saved)
