@@ -145,9 +145,11 @@ def test_engine_death_is_explained_and_restart_starts_it_again(qtbot, window, fa
     assert banner.title.text() == "The engine stopped"
     assert "out of memory" in banner.text.text()
     assert tab.controller.model.message(1).status.value == "error"
+    assert window.status.model_label.text() == "Engine stopped"
     _screenshots(window, "engine-stopped", panel_only=False)
     window.restart_button.click()
     assert spin(lambda: not banner.isVisible(), 5)
+    assert "fake-model" in window.status.model_label.text()
     assert fake_engine.starts == 2 and fake_engine.running
     assert tab.send("after the restart")
     assert spin(lambda: not tab.controller.busy, 10)
