@@ -12,7 +12,6 @@ from collections.abc import AsyncIterator
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from app.engine_contract import with_contract_fields
 from engine.api import Engine, EngineConfig
 from engine.requests import (
     EngineErrorEvent,
@@ -57,7 +56,7 @@ class EngineBridge(QObject):
         self.draft_spec: str | None = self.engine.config.draft_model
         self.last_error: str | None = None
         self.loading = False
-        self._stats = with_contract_fields(EngineStats())
+        self._stats = EngineStats()
         self._tasks: set[asyncio.Task] = set()
         self._timer = QTimer(self)
         self._timer.setInterval(poll_ms)
@@ -163,7 +162,7 @@ class EngineBridge(QObject):
         return self._stats
 
     def poll_stats(self) -> EngineStats:
-        self._stats = with_contract_fields(self.engine.stats())
+        self._stats = self.engine.stats()
         self.statsUpdated.emit(self._stats)
         return self._stats
 
@@ -193,7 +192,7 @@ class EngineBridge(QObject):
         elif isinstance(event, ModelLoadedEvent):
             pass  # reported through the load's own result, with the spec that asked for it
         elif isinstance(event, EngineErrorEvent):
-            if with_contract_fields(event).fatal:
+            if event.fatal:
                 self.loading = False
                 self.last_error = event.message
                 self.engineFailed.emit(event.message)

@@ -7,7 +7,6 @@ from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QLabel
 
 from app.chat.chat_controller import ChatController
-from app.engine_contract import with_contract_fields
 from app.formatting import fmt_percent, fmt_rate
 from app.panel.metric_tips import METRIC_TIPS
 from app.panel.position_chart import PositionChart
@@ -108,13 +107,13 @@ class ChatCard(MetricCard):
     # -- figures -------------------------------------------------------------------------------
 
     def _show(self, stats: RequestStats | None) -> None:
-        self._stats = stats = stats and with_contract_fields(stats)
+        self._stats = stats
         if stats is None:
             for key in ("rate", "plain", "tokens", "ttft", "acceptance", "recent", "mal", "tpf"):
                 self.set_value(key, "–")
             self.set_value("cached", "–")
             self.spark.set_values([])
-            self.positions.set_counts([], [])
+            self.positions.set_rates([])
             self._show_verdict()
             return
         spec = stats.spec
@@ -134,7 +133,7 @@ class ChatCard(MetricCard):
         self.set_value("cached", cached)
         history = self._controller.rate_history if self._controller else []
         self.spark.set_values([rate for _t, rate in history])
-        self.positions.set_counts(spec.accepted_by_position, spec.drafted_by_position)
+        self.positions.set_rates(spec.acceptance_by_position)
         self._show_verdict()
 
     def _show_verdict(self) -> None:

@@ -8,14 +8,13 @@ from collections import deque
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QWidget
 
-from app.engine_contract import with_contract_fields
 from app.formatting import fmt_bytes, fmt_count, fmt_duration, fmt_percent, fmt_rate
 from app.panel.metric_tips import METRIC_TIPS
 from app.panel.position_chart import PositionChart
 from app.panel.sparkline import Sparkline
 from app.widgets.metric_card import MetricCard
 from app.widgets.segmented_toggle import SegmentedToggle
-from engine.requests import EngineStats, SpecStats
+from engine.requests import EngineStats
 
 DEFAULT_ENGINE_HISTORY = 120  # samples of the engine's tokens/s (one per stats poll)
 SCOPE_RECENT = "recent"
@@ -32,7 +31,7 @@ class EngineCard(MetricCard):
     def __init__(self, parent=None) -> None:
         super().__init__("Engine", parent)
         self._rates: deque[float] = deque(maxlen=DEFAULT_ENGINE_HISTORY)
-        self.stats = with_contract_fields(EngineStats())
+        self.stats = EngineStats()
         self.model = QLabel("No model")
         self.model.setObjectName("MetricValue")
         self.model.setWordWrap(True)
@@ -93,7 +92,7 @@ class EngineCard(MetricCard):
     def _show_spec(self) -> None:
         stats = self.stats
         recent = self.scope.current == SCOPE_RECENT
-        spec: SpecStats | None = stats.spec_recent if recent else stats.spec
+        spec = stats.spec_recent if recent else stats.spec
         if recent:
             span = stats.recent_window_s
             last = "minute" if round(span) == 60 else fmt_duration(span)
@@ -101,11 +100,10 @@ class EngineCard(MetricCard):
         else:
             since = f" {fmt_duration(stats.uptime_s)} ago" if stats.uptime_s else ""
             caption = f"Speculation since the engine started{since}, all chats together."
-        self.scope_caption.setText(caption if spec is not None else "Not reported by this engine.")
-        spec = spec or SpecStats()
+        self.scope_caption.setText(caption)
         drafted = spec.draft_tokens > 0
         self.set_value("acceptance", fmt_percent(spec.acceptance_rate) if drafted else "–")
         self.set_value("mal", f"{spec.mean_acceptance_length:.2f}" if spec.rounds else "–")
         self.set_value("tpf", f"{spec.tokens_per_forward:.2f}" if spec.target_forwards else "–")
         self.set_value("drafted", fmt_count(spec.draft_tokens))
-        self.positions.set_counts(spec.accepted_by_position, spec.drafted_by_position)
+        self.positions.set_rates(spec.acceptance_by_position)

@@ -47,7 +47,7 @@ class FakeEngine:
         self.reply = reply
         self.token_delay_s = token_delay_s
         self.fail_with: str | None = None  # the next request ends with this ErrorEvent
-        # the issue 9/10 fields of every RequestStats this engine sends (GUIDE.md's contract)
+        # what every RequestStats this engine sends says of plain speed and recent acceptance
         self.plain_tokens_per_s: float | None = None
         self.recent_acceptance: float | None = None
         self.speculation_note: str | None = None
@@ -73,18 +73,14 @@ class FakeEngine:
         self._stats = EngineStats(
             status="ready", model=FAKE_INFO, cache=CacheStats(disk_bytes=FAKE_DISK_CACHE_BYTES)
         )
-        self._stats.spec_recent = SpecStats()
-        self._stats.recent_window_s = 60.0
 
     def die(self, message: str = "the MLX thread died: out of memory") -> None:
         """What a crash of the engine's MLX thread looks like from outside (fatal=True)."""
         self._dead = message
         self._running = False
         self._stats.status = "error"
-        event = EngineErrorEvent(message)
-        event.fatal = True
         for listener in list(self._listeners):
-            listener(event)
+            listener(EngineErrorEvent(message, fatal=True))
 
     async def clear_prompt_cache(self) -> int:
         freed, self._stats.cache.disk_bytes = self._stats.cache.disk_bytes, 0
@@ -159,6 +155,7 @@ class FakeEngine:
                 spec.rounds += 1
                 spec.target_forwards += 1
                 spec.emitted_tokens += 1
+                spec.forwards_saved += int(drafted)
                 spec.accepted_by_position = [spec.accepted_tokens]
                 spec.drafted_by_position = [spec.draft_tokens]
                 yield TokenEvent(rid, [i], piece, [drafted])
@@ -176,18 +173,17 @@ class FakeEngine:
                 self.cancelled.append(rid)
 
     def _request_stats(self, tokens: int, spec: SpecStats) -> RequestStats:
-        stats = RequestStats(
+        return RequestStats(
             prompt_tokens=10,
             generated_tokens=tokens,
             ttft_s=0.01,
             decode_tokens_per_s=50.0 + tokens,
             spec=copy.deepcopy(spec),
+            context_tokens=10 + tokens,
+            plain_tokens_per_s=self.plain_tokens_per_s,
+            recent_acceptance=self.recent_acceptance,
+            speculation_note=self.speculation_note,
         )
-        stats.context_tokens = 10 + tokens
-        stats.plain_tokens_per_s = self.plain_tokens_per_s
-        stats.recent_acceptance = self.recent_acceptance
-        stats.speculation_note = self.speculation_note
-        return stats
 
 
 def _pieces(text: str) -> list[str]:

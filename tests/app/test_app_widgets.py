@@ -8,9 +8,10 @@ from PySide6.QtGui import QGuiApplication
 
 from app.chat.message_body import MessageBody, make_options
 from app.chat.prompt_input import PromptInput
-from app.panel.position_chart import PositionChart, acceptance_by_position
+from app.panel.position_chart import PositionChart
 from app.panel.sparkline import Sparkline
 from app.theme import app_icon, load_theme, style_sheet, theme_manager, ui_font
+from engine.requests import SpecStats
 
 MARKDOWN = "Some **bold** and `inline`.\n\n```python\ndef f():\n    return 1\n```\n\nAfter.\n\n```\nplain\n```\n"
 
@@ -105,13 +106,16 @@ def test_themes_resolve_every_colour_and_load_icons(qapp):
 
 
 def test_charts(qtbot):
-    assert acceptance_by_position([3, 1], [4, 4]) == [0.75, 0.25]
     chart = PositionChart()
     spark = Sparkline()
     for w in (chart, spark):
         qtbot.addWidget(w)
         w.resize(200, 80)
-    chart.set_counts([3, 1, 0], [4, 4, 2])
+    chart.set_rates(
+        SpecStats(
+            accepted_by_position=[3, 1, 0], drafted_by_position=[4, 4, 2]
+        ).acceptance_by_position
+    )
     spark.set_values([1.0, 3.0, 2.0])
     assert chart.rates() == [0.75, 0.25, 0.0] and spark.values() == [1.0, 3.0, 2.0]
     assert not chart.grab().isNull() and not spark.grab().isNull()
