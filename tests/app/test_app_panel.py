@@ -130,6 +130,8 @@ def test_clear_prompt_cache_confirms_then_shows_bytes_freed(qtbot, window, fake_
     assert box.parent() is dialog
     next(b for b in box.buttons() if b.text() == "Clear").click()
     assert spin(lambda: dialog.cache_result.text() == "Cleared: 2 KB freed", 5)
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    assert dialog.grab().save(str(SHOTS / "models-light.png"))
     dialog.close()
 
 
