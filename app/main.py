@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import engine  # noqa: F401 - interposes OpenBLAS before anything loads MLX
-from app.paths import DATA_DIR_ENV, database_path
+from app.paths import DATA_DIR_ENV, data_dir, database_path
 from app.platform_check import EXIT_NO_WINDOW, window_problem
 from app.qt_compat import protect_singleton_refcounts
 
@@ -69,6 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     from qasync import QEventLoop
 
     from app.engine_bridge import EngineBridge
+    from app.single_instance import SingleInstance
     from app.store.conversation_store import Store
     from app.theme import app_icon, theme_manager, ui_font
     from app.window.main_window import MainWindow
@@ -82,6 +83,20 @@ def main(argv: list[str] | None = None) -> int:
     app.setWindowIcon(app_icon())
     app.setFont(ui_font())
     app.setQuitOnLastWindowClosed(False)
+
+    # one Tandem per data folder: a second one would mark the first's live replies interrupted
+    folder = data_dir()
+    instance = SingleInstance(folder)
+    if not instance.acquire():
+        reached = instance.activate_owner()
+        owner = instance.owner_pid()
+        print(
+            f"Tandem is already running with the data folder {folder}"
+            + (f" (process {owner})" if owner else "")
+            + ("; its window was brought to the front." if reached else "."),
+            flush=True,
+        )
+        return 0
     loop = QEventLoop(app)
     asyncio.set_event_loop(loop)
 
@@ -92,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     model = args.model if args.model is not None else store.setting(MODEL_KEY)
     bridge = EngineBridge(config=EngineConfig(model=model or None))
     window = MainWindow(store, bridge)
+    instance.activateRequested.connect(window.bring_to_front)
     bridge.modelLoaded.connect(lambda _info: store.set_setting(MODEL_KEY, bridge.model_spec))
     first_failure = {"pending": model is not None and args.model is None}
 
@@ -140,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     with loop:
         loop.run_until_complete(run())
     store.close()
+    instance.release()
     return 1 if outcome["failed"] else 0
 
 
