@@ -45,6 +45,7 @@ class FakeEngine:
         self.fail_with: str | None = None  # the next request ends with this ErrorEvent
         self.requests: list[GenerationRequest] = []
         self.cancelled: list[str] = []
+        self.counted = 0  # count_tokens calls
         self._listeners: list[Callable] = []
         self._running = False
         self._active: set[str] = set()
@@ -86,6 +87,12 @@ class FakeEngine:
         self._stats.batch_size = len(self._active)
         return self._stats
 
+    async def count_tokens(
+        self, messages: list[dict[str, str]], *, continue_reply: bool = False
+    ) -> int:
+        self.counted += 1
+        return fake_count(messages, continue_reply=continue_reply)
+
     def cancel(self, request_id: str) -> None:
         self.cancelled.append(request_id)
 
@@ -104,7 +111,13 @@ class FakeEngine:
                 finished = True
                 yield ErrorEvent(rid, message)
                 return
-            pieces = _pieces(self.reply)[: request.max_tokens]
+            pieces = _pieces(self.reply)
+            prompt = fake_count(request.messages, continue_reply=request.continue_reply)
+            cached = 0
+            if request.continue_reply:  # the rest of the scripted reply, from the prompt cache
+                pieces = pieces[len(_pieces(request.messages[-1]["content"])) :]
+                cached = prompt - 1
+            pieces = pieces[: request.max_tokens]
             text = ""
             spec = SpecStats()
             for i, piece in enumerate(pieces):
@@ -118,13 +131,12 @@ class FakeEngine:
                 spec.emitted_tokens += 1
                 spec.accepted_by_position = [spec.accepted_tokens]
                 spec.drafted_by_position = [spec.draft_tokens]
-                yield TokenEvent(rid, [i], piece, [drafted])
-                yield StatsEvent(rid, _stats(i + 1, spec))
+                yield TokenEvent(rid, [i], piece, [drafted], [piece])
+                yield StatsEvent(rid, _stats(i + 1, spec, prompt, cached))
             reason = FinishReason.LENGTH if len(pieces) >= request.max_tokens else FinishReason.STOP
             finished = True
-            yield FinishedEvent(
-                rid, reason, text, list(range(len(pieces))), _stats(len(pieces), spec)
-            )
+            stats = _stats(len(pieces), spec, prompt, cached)
+            yield FinishedEvent(rid, reason, text, list(range(len(pieces))), stats)
         finally:
             self._active.discard(rid)
             if not finished:
@@ -143,11 +155,19 @@ def _pieces(text: str) -> list[str]:
     return out
 
 
-def _stats(tokens: int, spec: SpecStats) -> RequestStats:
+def fake_count(messages: list[dict[str, str]], *, continue_reply: bool = False) -> int:
+    """The fake chat template: one token per word, four around each message, two at the end."""
+    tokens = sum(len(_pieces(m["content"])) + 4 for m in messages)
+    return tokens - 3 if continue_reply else tokens + 2
+
+
+def _stats(tokens: int, spec: SpecStats, prompt: int, cached: int = 0) -> RequestStats:
     import copy
 
     return RequestStats(
-        prompt_tokens=10,
+        prompt_tokens=prompt,
+        cached_tokens=cached,
+        context_tokens=prompt + tokens,
         generated_tokens=tokens,
         ttft_s=0.01,
         decode_tokens_per_s=50.0 + tokens,
