@@ -198,6 +198,15 @@ class ChatController(QObject):
         self._sync()
         return True
 
+    def reveal(self, message_id: int) -> int:
+        """Show the branch through `message_id` (a search hit); return its row, or -1."""
+        row = self.model.row_of(message_id)
+        if row < 0 and not self.busy and self._store.message(message_id) is not None:
+            self._store.show_version(self.conversation.id, message_id)
+            self._sync()
+            row = self.model.row_of(message_id)
+        return row
+
     def fork(self, row: int) -> Conversation | None:
         """New chat from here: a copy of the branch down to the message at `row`."""
         if not 0 <= row < self.model.rowCount():

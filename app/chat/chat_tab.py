@@ -149,6 +149,12 @@ class ChatTab(QWidget):
     def stop(self) -> None:
         self.controller.stop()
 
+    def reveal(self, message_id: int) -> None:
+        """Show the message `message_id` (a search hit), on its branch."""
+        row = self.controller.reveal(message_id)
+        if row >= 0:
+            self.view.scroll_to_row(row)
+
     def focus_input(self) -> None:
         self.input.setFocus()
 

@@ -102,6 +102,13 @@ class MessageListView(QScrollArea):
         self._busy = busy
         self._refresh_actions()
 
+    def scroll_to_row(self, row: int) -> None:
+        """Bring the message at `row` into view (and stop following the newest text)."""
+        if 0 <= row < len(self._rows):
+            self._stick = False
+            self.widget().adjustSize()
+            self.ensureWidgetVisible(self._rows[row], 0, 40)
+
     def scroll_to_bottom(self) -> None:
         self._stick = True
         bar = self.verticalScrollBar()

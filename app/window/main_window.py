@@ -8,14 +8,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QByteArray, Qt, QTimer, Signal
 from PySide6.QtGui import QCloseEvent, QIcon
-from PySide6.QtWidgets import (
-    QDockWidget,
-    QFileDialog,
-    QMainWindow,
-    QMessageBox,
-    QTabWidget,
-    QWidget,
-)
+from PySide6.QtWidgets import QDockWidget, QMainWindow, QTabWidget, QWidget
 
 from app.chat.chat_controller import ChatController
 from app.chat.chat_tab import ChatTab
@@ -29,6 +22,7 @@ from app.store.conversation_store import Store
 from app.store.export import to_markdown
 from app.store.records import Conversation
 from app.theme import app_icon, busy_icon, theme_manager
+from app.window.history_hooks import HistoryHooks
 from app.window.menus import build_menus
 from app.window.status_bar import EngineStatusBar
 from app.window.tab_bar import RenamableTabBar, tab_title
@@ -96,6 +90,7 @@ class MainWindow(QMainWindow):
 
         self.status = EngineStatusBar(bridge)
         self.setStatusBar(self.status)
+        self.history = HistoryHooks(self)
         self.menu_actions = build_menus(self)
 
         bridge.statsUpdated.connect(self.panel.update_engine)
@@ -180,6 +175,7 @@ class MainWindow(QMainWindow):
         controller.busyChanged.connect(self._busy_changed)
         controller.busyChanged.connect(lambda t=tab: self._tab_busy(t))
         controller.replyFinished.connect(lambda _r: self.sidebar.refresh())
+        self.history.attach(tab)
         return tab
 
     def _tab_busy(self, tab: ChatTab) -> None:
@@ -293,27 +289,11 @@ class MainWindow(QMainWindow):
             if tab is None:
                 return
             conversation_id = tab.controller.conversation.id
-        conversation = self.store.conversation(conversation_id)
-        name = "".join(c if c.isalnum() or c in " -_" else "_" for c in conversation.title).strip()
-        dialog = QFileDialog(self, "Export chat to Markdown", f"{name or 'chat'}.md")
-        dialog.setAcceptMode(QFileDialog.AcceptMode.AcceptSave)
-        dialog.setNameFilter("Markdown (*.md)")
-        dialog.fileSelected.connect(lambda path: self.export_conversation(conversation_id, path))
-        dialog.open()
+        self.history.export_chat(conversation_id)
 
     def delete_conversation(self, conversation_id: int, *, confirm: bool = True) -> None:
         if confirm:
-            box = QMessageBox(QMessageBox.Icon.Question, "Delete chat",
-                              "Delete this chat and all its messages? This cannot be undone.",
-                              QMessageBox.StandardButton.Cancel, self)  # fmt: skip
-            box.addButton("Delete", QMessageBox.ButtonRole.DestructiveRole)
-            box.buttonClicked.connect(
-                lambda b: (
-                    b.text() == "Delete"
-                    and self.delete_conversation(conversation_id, confirm=False)
-                )
-            )
-            box.open()
+            self.history.confirm_delete(conversation_id)
             return
         for index, tab in enumerate(self.chat_tabs()):
             if tab.controller.conversation.id == conversation_id:
@@ -365,6 +345,7 @@ class MainWindow(QMainWindow):
                 f"{n} repl{'ies were' if n != 1 else 'y was'} interrupted when Tandem last closed; "
                 "the text written so far is kept."
             )
+        self.history.show_damage()
 
     def set_theme_mode(self, mode: str) -> None:
         self.store.set_setting("theme_mode", mode)

@@ -47,9 +47,10 @@ def build_menus(window: MainWindow) -> Actions:
     new_chat.setShortcuts([QKeySequence("Ctrl+T"), QKeySequence("Ctrl+N")])
     close_chat = action("Close chat", window.close_current_tab, QKeySequence("Ctrl+W"))
     export = action("Export chat to Markdown…", window.export_dialog, QKeySequence("Ctrl+E"))
+    export_all = action("Export all chats to Markdown…", window.history.export_all)
     delete = action("Delete chat…", window.delete_current)
     quit_action = action("Quit", QApplication.closeAllWindows, QKeySequence.StandardKey.Quit)
-    for act in (new_chat, close_chat, None, export, delete, None, quit_action):
+    for act in (new_chat, close_chat, None, export, export_all, delete, None, quit_action):
         file_menu.addSeparator() if act is None else file_menu.addAction(act)
 
     chat_menu = bar.addMenu("&Chat")
