@@ -8,7 +8,6 @@ from PySide6.QtGui import QPainter
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QWidget
 
 from app.chat.context_budget import ContextBudget
-from app.formatting import fmt_count
 from app.theme import Theme, current_theme, theme_manager
 
 BAR_WIDTH = 84
@@ -104,9 +103,9 @@ class ContextMeter(QWidget):
             self.setToolTip("Context use: counted once the model is loaded")
             self.bar.set_fractions(0, 0, "ok")
             return
-        shown = f"{fmt_count(used)} / {fmt_count(limit)}" if limit else f"{fmt_count(used)} tokens"
+        shown = f"{_tokens(used)} / {_tokens(limit)} tokens" if limit else f"{_tokens(used)} tokens"
         if draft:
-            shown = f"+{fmt_count(draft)}  " + shown
+            shown = f"+{_tokens(draft)} · " + shown
         self.label.setText(shown)
         self.label.setProperty("level", level)
         self.label.style().unpolish(self.label)
@@ -121,3 +120,8 @@ class ContextMeter(QWidget):
         self.setToolTip(tip)
         fraction = (lambda n: n / limit) if limit else (lambda n: 0.0)
         self.bar.set_fractions(fraction(used), fraction(draft or 0), level)
+
+
+def _tokens(n: int) -> str:
+    """"2,048", "32.8k": exact while short, then in thousands."""
+    return f"{n:,}" if n < 10_000 else f"{n / 1000:.1f}k"

@@ -88,8 +88,8 @@ class ConversationDelegate(QStyledItemDelegate):
             painter.drawEllipse(QPointF(x + MARK_SIZE / 2, y), radius, radius)
             x -= MARK_GAP
         if summary.pinned:
-            x -= 9
-            _draw_pin(painter, QPointF(x + 4.5, y), theme.color("text_muted"))
+            x -= 11
+            _draw_pin(painter, QPointF(x + 5.5, y), theme.color("text_muted"))
             x -= MARK_GAP
         return rect.right() - x
 
@@ -108,6 +108,7 @@ def _draw_pin(painter: QPainter, center: QPointF, color: QColor) -> None:
     """A push pin, tilted: a round head and a needle."""
     painter.save()
     painter.translate(center)
+    painter.scale(1.25, 1.25)
     painter.rotate(40)
     painter.setPen(Qt.PenStyle.NoPen)
     painter.setBrush(color)
