@@ -123,5 +123,5 @@ class ContextMeter(QWidget):
 
 
 def _tokens(n: int) -> str:
-    """"2,048", "32.8k": exact while short, then in thousands."""
+    """ "2,048", "32.8k": exact while short, then in thousands."""
     return f"{n:,}" if n < 10_000 else f"{n / 1000:.1f}k"

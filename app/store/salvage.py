@@ -19,6 +19,8 @@ TABLES = ("conversations", "messages", "settings")  # in the order they are copi
 SIDE_FILES = ("-wal", "-shm")
 READ_CHUNK_ROWS = 256
 UNKNOWN_MAX_ROWID = 1 << 20  # probed when even max(rowid) cannot be read
+SQLITE_MAGIC = b"SQLite format 3\x00"
+HEADER_BYTES = 100
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,7 @@ def salvage(path: Path, reason: str) -> DamageReport:
         for suffix in ("", *SIDE_FILES):
             if Path(str(aside) + suffix).exists():
                 shutil.copyfile(str(aside) + suffix, str(copy) + suffix)
+        _match_header_to_file(copy)
         counts = _copy_readable(copy, fresh)
     os.replace(fresh, path)
     report = DamageReport(damaged_path=aside, problem=reason, **counts)
@@ -90,6 +93,24 @@ def move_aside(path: Path) -> Path:
             os.replace(side, str(target) + suffix)
     os.replace(path, target)
     return target
+
+
+def _match_header_to_file(path: Path) -> None:
+    """A truncated file's header still counts the pages it lost, and SQLite then refuses to read
+    even the schema: make the header count the whole pages that are there."""
+    with open(path, "r+b") as f:
+        header = f.read(HEADER_BYTES)
+        if len(header) < HEADER_BYTES or not header.startswith(SQLITE_MAGIC):
+            return
+        page_size = int.from_bytes(header[16:18], "big")
+        page_size = 65536 if page_size == 1 else page_size
+        if page_size < 512 or page_size & (page_size - 1):
+            return
+        pages = path.stat().st_size // page_size
+        if pages and int.from_bytes(header[28:32], "big") != pages:
+            f.truncate(pages * page_size)
+            f.seek(28)
+            f.write(pages.to_bytes(4, "big"))
 
 
 def _copy_readable(source: Path, target: Path) -> dict[str, int]:
@@ -185,7 +206,8 @@ def _max_rowid(src: sqlite3.Connection, table: str) -> int:
 
 
 def _adopt_orphans(dst: sqlite3.Connection) -> None:
-    """Messages whose chat was lost get a chat of their own; links to lost messages are cut."""
+    """Messages whose chat was lost get a chat of their own; a message whose parent was lost
+    answers the nearest earlier message that survived."""
     dst.execute(
         "INSERT INTO conversations (id, title, created, updated, is_open)"
         " SELECT conversation_id, 'Recovered chat', MIN(created), MAX(updated), 0"
@@ -194,8 +216,9 @@ def _adopt_orphans(dst: sqlite3.Connection) -> None:
     )
     columns = {row[1] for row in dst.execute("PRAGMA table_info(messages)")}
     if "parent_id" in columns:
-        dst.execute(
-            "UPDATE messages SET parent_id=NULL"
+        dst.execute(  # the nearest earlier survivor of the chat stands in for a lost parent
+            "UPDATE messages SET parent_id = (SELECT MAX(p.id) FROM messages p"
+            "  WHERE p.conversation_id = messages.conversation_id AND p.id < messages.id)"
             " WHERE parent_id IS NOT NULL AND parent_id NOT IN (SELECT id FROM messages)"
         )
         dst.execute(
