@@ -240,11 +240,13 @@ class ChatController(QObject):
 
     def delete_message(self, row: int) -> bool:
         """Delete the message at `row` (Undo brings it back)."""
-        if self.busy or not 0 <= row < self.model.rowCount():
+        if not 0 <= row < self.model.rowCount():
             return False
         message = self.model.message(row)
         if message.status is MessageStatus.QUEUED:
             return self.queue.cancel(row)
+        if self.busy:
+            return False
         leaf = self._store.current_leaf(self.conversation.id)
         self.undo_stack.push(DeleteMessage(self._store, message, leaf, self._sync))
         return True

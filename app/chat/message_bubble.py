@@ -152,7 +152,7 @@ class MessageBubble(QFrame):
         return self.editor.isVisible()
 
     def badge_text(self) -> str:
-        return self.status_badge.text() if self.status_badge.isVisible() else ""
+        return "" if self.status_badge.isHidden() else self.status_badge.text()
 
     # -- editing -------------------------------------------------------------------------------
 

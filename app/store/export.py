@@ -39,8 +39,9 @@ def to_markdown(conversation: Conversation, messages: list[Message]) -> str:
 
 
 def documents_dir() -> Path:
-    """Where export dialogs open: the user's documents folder."""
-    return Path(platformdirs.user_documents_dir())
+    """Where export dialogs open: the user's documents folder (home if there is none)."""
+    folder = Path(platformdirs.user_documents_dir())
+    return folder if folder.is_dir() else Path.home()
 
 
 def file_name(title: str) -> str:

@@ -13,7 +13,7 @@ from app.chat.titles import title_from
 from app.store import salvage
 from app.store.conversation_store import Store
 from app.store.migrations import SchemaTooNew
-from app.store.records import Conversation, Message, MessageStatus, Role
+from app.store.records import Conversation, Message, Role
 from app.store.reply_stats import decode, encode
 from app.store.schema import SCHEMA_VERSION
 from engine.requests import FinishReason, RequestStats, SpecStats
