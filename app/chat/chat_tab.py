@@ -199,12 +199,15 @@ class ChatTab(QWidget):
         return True
 
     def _show_overflow(self, text: str, tokens: int | None) -> None:
-        limit = self.controller.budget.limit
-        needs = f"needs {tokens:,} tokens; " if tokens else ""
+        limit = self.controller.budget.limit or 0
+        needs = (
+            f"it needs {tokens:,} of the model's {limit:,} tokens"
+            if tokens
+            else (f"the model holds {limit:,} tokens")
+        )
         self._overflow_text = text
         self.overflow_bar.show_notice(
-            f"This message will not fit: it {needs}the model's context holds {limit:,}, "
-            "with room for a reply.",
+            f"Too long for this chat: with this message {needs}, and a reply needs room too.",
             "Start a new chat with it",
         )
 

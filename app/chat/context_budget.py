@@ -22,6 +22,8 @@ Messages = list[dict[str, str]]
 
 
 class Fit(enum.Enum):
+    """Whether a message can be sent in this chat."""
+
     FITS = "fits"
     TOO_LONG = "too long"
     UNKNOWN = "unknown"  # only an exact count can tell

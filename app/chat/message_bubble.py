@@ -159,10 +159,12 @@ class MessageBubble(QFrame):
     def _start_edit(self) -> None:
         self.body.setVisible(False)
         self.editor.start(self._message.content)
+        self._refresh_actions()
 
     def _end_edit(self) -> None:
         self.editor.setVisible(False)
         self.body.setVisible(bool(self._message.content))
+        self._refresh_actions()
 
     def _submit_edit(self, text: str) -> None:
         self._end_edit()
@@ -237,16 +239,18 @@ class MessageBubble(QFrame):
         generating = message.status is MessageStatus.GENERATING
         queued = message.status is MessageStatus.QUEUED
         sent = not queued
+        editing = not self.editor.isHidden()
         index, count = message.version
         self.versions.set_version(index, count, enabled=not self._busy)
         self.copy_button.setEnabled(bool(message.content))
-        self.edit_button.setVisible(sent and message.role is Role.USER)
+        self.copy_button.setVisible(not editing)
+        self.edit_button.setVisible(sent and message.role is Role.USER and not editing)
         self.edit_button.setEnabled(not self._busy)
         self.regenerate_button.setVisible(self._can_regenerate and not generating)
         self.regenerate_button.setEnabled(not self._busy)
         self.continue_button.setVisible(self._can_continue and not self._busy)
         self.send_now_button.setVisible(queued and not self._busy)
         self.cancel_button.setVisible(queued)
-        self.more_button.setVisible(sent and not generating)
+        self.more_button.setVisible(sent and not generating and not editing)
         self.fork_action.setEnabled(not generating)
         self.delete_action.setEnabled(not self._busy)

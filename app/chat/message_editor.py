@@ -8,6 +8,7 @@ from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QVBoxLayout, QWidget
 
 EDITOR_MIN_HEIGHT = 72
+EDITOR_MAX_HEIGHT = 320
 SAVE_KEYS = (Qt.Key.Key_Return, Qt.Key.Key_Enter)
 
 
@@ -21,8 +22,8 @@ class MessageEditor(QWidget):
         super().__init__(parent)
         self.text_box = QPlainTextEdit()
         self.text_box.setObjectName("MessageEditor")
-        self.text_box.setMinimumHeight(EDITOR_MIN_HEIGHT)
         self.text_box.installEventFilter(self)
+        self.text_box.document().documentLayout().documentSizeChanged.connect(self._fit)
         hint = QLabel("Ctrl+Enter to send · Esc to cancel")
         hint.setObjectName("Hint")
         cancel = QPushButton("Cancel")
@@ -47,6 +48,14 @@ class MessageEditor(QWidget):
         self.show()
         self.text_box.setFocus()
         self.text_box.moveCursor(self.text_box.textCursor().MoveOperation.End)
+
+    def _fit(self, *_args) -> None:
+        """As tall as the text, between EDITOR_MIN_HEIGHT and EDITOR_MAX_HEIGHT."""
+        lines = self.text_box.document().size().height()  # in lines for QPlainTextEdit
+        margins = self.text_box.contentsMargins()
+        height = lines * self.text_box.fontMetrics().lineSpacing() + margins.top()
+        height += margins.bottom() + 2 * self.text_box.document().documentMargin() + 8
+        self.text_box.setFixedHeight(int(min(EDITOR_MAX_HEIGHT, max(EDITOR_MIN_HEIGHT, height))))
 
     def save(self) -> None:
         text = self.text_box.toPlainText().strip()

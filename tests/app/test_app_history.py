@@ -232,7 +232,9 @@ def test_context_meter_and_a_message_that_does_not_fit(qtbot, window, fake_engin
     assert meter.level == "full"
     requests = len(fake_engine.requests)
     qtbot.keyClick(tab.input, Qt.Key.Key_Return)
-    assert tab.overflow_bar.isVisible() and "will not fit" in tab.overflow_bar.label.text()
+    assert (
+        tab.overflow_bar.isVisible() and "Too long for this chat" in tab.overflow_bar.label.text()
+    )
     assert len(fake_engine.requests) == requests and tab.input.toPlainText().strip()
     tabs = window.tabs.count()
     fake_engine.reply = "Short."

@@ -84,8 +84,21 @@ def test_history_screens_light_and_dark(qtbot, window, fake_engine, store):
             spin(lambda: False, 0.2)
             assert window.grab().save(str(SHOTS / f"history-queue-{theme}.png"))
             window.tabs.setCurrentIndex(0)
+        # notices: a deleted message (Undo), a message that will not fit, a message being edited
+        busy.controller.stop()
+        assert spin(lambda: not busy.controller.busy, 5)
+        controller.delete_message(3)
+        assert tab.undo_bar.isVisible()
+        tab.input.setPlainText("word " * 2100)
+        assert spin(lambda: tab.overflow_bar.isVisible(), 5)
+        tab.view.bubble(2).edit_button.click()
+        for theme in ("light", "dark"):
+            theme_manager().apply(theme)
+            spin(lambda: False, 0.3)
+            assert window.grab().save(str(SHOTS / f"history-notices-{theme}.png"))
     finally:
         theme_manager().apply("light")
         busy.controller.stop()
         spin(lambda: not busy.controller.busy, 5)
     assert controller.model.message(1).version == (2, 2)
+    assert tab.context_meter.level == "full"
