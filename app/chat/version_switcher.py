@@ -46,4 +46,7 @@ class VersionSwitcher(QWidget):
         button.setToolTip(tip)
         button.setCursor(Qt.CursorShape.PointingHandCursor)
         button.clicked.connect(lambda: self.stepRequested.emit(step))
+        font = button.font()
+        font.setPointSizeF(font.pointSizeF() * 1.3)
+        button.setFont(font)
         return button

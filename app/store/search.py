@@ -10,6 +10,8 @@ from app.store.schema import SEARCH_TABLE
 
 MARK_START, MARK_END = "\ue000", "\ue001"  # private-use characters: never in real text
 SNIPPET_TOKENS = 14
+SNIPPET_LEAD_CHARS = 14  # the sidebar shows this much before the first matched word
+_DROPPED = set("*`#")  # Markdown marks, noise in a one-line snippet
 DEFAULT_MATCH_LIMIT = 2000
 
 
@@ -56,19 +58,32 @@ def search_messages(
     return hits
 
 
-def split_marks(marked: str) -> tuple[str, tuple[tuple[int, int], ...]]:
-    """Text without the snippet's markers, and where the marked words are in it."""
+def split_marks(
+    marked: str, *, lead: int = SNIPPET_LEAD_CHARS
+) -> tuple[str, tuple[tuple[int, int], ...]]:
+    """Text without the snippet's markers (nor Markdown emphasis, code and heading marks, nor
+    runs of white space), starting a little before the first matched word; and where the matched
+    words are in it."""
     out: list[str] = []
     marks: list[tuple[int, int]] = []
-    at, start = 0, -1
+    start = -1
     for ch in marked:
         if ch == MARK_START:
-            start = at
+            start = len(out)
         elif ch == MARK_END:
             if start >= 0:
-                marks.append((start, at))
+                marks.append((start, len(out)))
             start = -1
+        elif ch in _DROPPED:
+            continue
+        elif ch.isspace():
+            if out and out[-1] != " ":
+                out.append(" ")
         else:
-            out.append(" " if ch == "\n" else ch)
-            at += 1
-    return "".join(out), tuple(marks)
+            out.append(ch)
+    text = "".join(out)
+    if marks and marks[0][0] > 2 * lead:
+        cut = text.rfind(" ", 0, marks[0][0] - lead) + 1 or marks[0][0] - lead
+        text = "…" + text[cut:]
+        marks = [(s - cut + 1, e - cut + 1) for s, e in marks]
+    return text, tuple(marks)

@@ -92,6 +92,9 @@ def test_history_screens_light_and_dark(qtbot, window, fake_engine, store):
         tab.input.setPlainText("word " * 2100)
         assert spin(lambda: tab.overflow_bar.isVisible(), 5)
         tab.view.bubble(2).edit_button.click()
+        window.sidebar.search.setText("castle")  # a hit in the older version of a reply
+        window.sidebar.refresh()
+        assert "castle" in window.sidebar.model.rows()[0].snippet
         for theme in ("light", "dark"):
             theme_manager().apply(theme)
             spin(lambda: False, 0.3)
