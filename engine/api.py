@@ -28,6 +28,7 @@ from engine.requests import (
     GenerationRequest,
     ModelInfo,
 )
+from engine.validation import refusal
 from engine.worker import EngineWorker
 
 log = logging.getLogger(__name__)
@@ -118,8 +119,12 @@ class Engine:
 
     def submit(self, request: GenerationRequest) -> AsyncIterator[Event]:
         """Queue a request; iterate the result for its events. Closing the iterator early
-        (break, task cancelled) cancels the request."""
+        (break, task cancelled) cancels the request. A request with a bad field never reaches
+        the engine thread: its stream yields one ErrorEvent naming the field."""
         self._require_started()
+        refused = refusal(request)
+        if refused is not None:
+            return _single(refused)
         if request.request_id in self._streams:
             raise ValueError(f"request id {request.request_id} is already running")
         stream: asyncio.Queue = asyncio.Queue()
@@ -253,3 +258,7 @@ class Engine:
     def _require_started(self) -> None:
         if not self.running:
             raise EngineNotStarted("the engine is not running: call Engine.start() first")
+
+
+async def _single(event: Event) -> AsyncIterator[Event]:
+    yield event

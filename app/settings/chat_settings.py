@@ -12,6 +12,7 @@ from engine.requests import (
     DEFAULT_NGRAM_MAX,
     DEFAULT_NGRAM_MIN,
     MAX_DRAFT_TOKENS,
+    MAX_NGRAM,
     SamplingParams,
     SpecMethod,
     SpeculativeParams,
@@ -24,7 +25,6 @@ DEFAULT_MIN_P = 0.05
 DEFAULT_REPETITION_PENALTY = 1.1
 DEFAULT_MAX_TOKENS = 512
 MAX_MAX_TOKENS = 32768
-MAX_NGRAM = 16
 
 # What the user may pick (SYNTHETIC is for benchmarks only).
 SPEC_METHOD_LABELS: dict[str, str] = {

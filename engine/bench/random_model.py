@@ -14,9 +14,9 @@ from typing import Any
 import mlx.core as mx
 import mlx.nn as nn
 
+from engine.models import RANDOM_SPEC_PREFIX as RANDOM_PREFIX
 from engine.requests import ModelInfo
 
-RANDOM_PREFIX = "random:"
 DEFAULT_DTYPE = "bfloat16"
 PRESETS: dict[str, dict[str, int]] = {
     "tiny": dict(
@@ -96,12 +96,3 @@ def load_random(spec: str, *, seed: int = 0) -> Any:
         dtype=str(dtype),
     )
     return LoadedModel(model=model, tokenizer=tokenizer, path=folder, info=info, config=vars(args))
-
-
-def load_any(spec: str | None, **kwargs: Any) -> Any:
-    """`engine.models.load_model`, or a random-weight model for a "random:" spec."""
-    if is_random_spec(spec):
-        return load_random(spec)
-    from engine.models import load_model
-
-    return load_model(spec, **kwargs)
