@@ -1,5 +1,6 @@
-"""One message in the chat: who wrote it, its status, its rendered text and its actions (copy,
-edit a user message, regenerate the last reply)."""
+"""One message in the chat: who wrote it, its status, which version it is, its rendered text and
+its actions (copy, edit, regenerate, continue, new chat from here, delete; for a queued message:
+send now, cancel)."""
 
 from __future__ import annotations
 
@@ -9,15 +10,15 @@ from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
     QLabel,
-    QPlainTextEdit,
-    QPushButton,
+    QMenu,
     QSizePolicy,
     QToolButton,
     QVBoxLayout,
-    QWidget,
 )
 
 from app.chat.message_body import MessageBody, make_options
+from app.chat.message_editor import MessageEditor
+from app.chat.version_switcher import VersionSwitcher
 from app.formatting import reply_meta
 from app.store.records import Message, MessageStatus, Role
 from app.theme import Theme
@@ -28,14 +29,22 @@ STATUS_TEXT = {
     MessageStatus.INTERRUPTED: "interrupted",
     MessageStatus.STOPPED: "stopped",
     MessageStatus.ERROR: "error",
+    MessageStatus.QUEUED: "queued",
 }
+CUT_TEXT = "cut at max tokens"
 COPIED_FEEDBACK_MS = 1200
-EDITOR_MIN_HEIGHT = 72
 
 
 class MessageBubble(QFrame):
+    """The widget of one row of the message list."""
+
     editSubmitted = Signal(str)
     regenerateRequested = Signal()
+    continueRequested = Signal()
+    versionRequested = Signal(int)  # -1 / +1
+    forkRequested = Signal()
+    deleteRequested = Signal()
+    sendQueuedRequested = Signal()
 
     def __init__(self, message: Message, *, theme: Theme, font: QFont, parent=None) -> None:
         super().__init__(parent)
@@ -44,6 +53,7 @@ class MessageBubble(QFrame):
         self._font = font
         self._highlight = False
         self._can_regenerate = False
+        self._can_continue = False
         self._busy = False
         user = message.role is Role.USER
         self.setObjectName("UserBubble" if user else "AssistantBubble")
@@ -51,26 +61,48 @@ class MessageBubble(QFrame):
 
         self.role_label = QLabel(ROLE_NAMES[message.role])
         self.role_label.setObjectName("RoleLabel")
+        self.versions = VersionSwitcher()
+        self.versions.stepRequested.connect(self.versionRequested)
         self.status_badge = QLabel()
         self.status_badge.setObjectName("StatusBadge")
         self.meta_label = QLabel()
         self.meta_label.setObjectName("MetaLabel")
         self.copy_button = self._action("Copy", "Copy the message as Markdown", self._copy)
-        self.edit_button = self._action("Edit", "Edit and send again from here", self._start_edit)
-        self.regenerate_button = self._action(
-            "Regenerate", "Write this reply again", self.regenerateRequested.emit
+        self.edit_button = self._action(
+            "Edit", "Edit and send as a new version (the old one is kept)", self._start_edit
         )
-        self.edit_button.setVisible(user)
-        self.regenerate_button.setVisible(False)
+        self.regenerate_button = self._action(
+            "Regenerate", "Write a new version of this reply", self.regenerateRequested.emit
+        )
+        self.continue_button = self._action(
+            "Continue", "Write on where this reply stopped", self.continueRequested.emit
+        )
+        self.continue_button.setObjectName("ContinueAction")
+        self.send_now_button = self._action(
+            "Send now", "Send this queued message", self.sendQueuedRequested.emit
+        )
+        self.cancel_button = self._action(
+            "Cancel", "Take this message out of the queue", self.deleteRequested.emit
+        )
+        self.more_button = self._more_menu()
 
         header = QHBoxLayout()
         header.setContentsMargins(0, 0, 0, 0)
         header.setSpacing(6)
         header.addWidget(self.role_label)
+        header.addWidget(self.versions)
         header.addWidget(self.status_badge)
         header.addStretch(1)
         header.addWidget(self.meta_label)
-        for button in (self.copy_button, self.edit_button, self.regenerate_button):
+        for button in (
+            self.continue_button,
+            self.send_now_button,
+            self.cancel_button,
+            self.copy_button,
+            self.edit_button,
+            self.regenerate_button,
+            self.more_button,
+        ):
             header.addWidget(button)
 
         self.body = MessageBody()
@@ -78,22 +110,10 @@ class MessageBubble(QFrame):
         self.error_label.setObjectName("ErrorLabel")
         self.error_label.setWordWrap(True)
         self.error_label.setVisible(False)
-
-        self._editor = QPlainTextEdit()
-        self._editor.setMinimumHeight(EDITOR_MIN_HEIGHT)
-        self._editor.setVisible(False)
-        self._edit_bar = QWidget()
-        bar = QHBoxLayout(self._edit_bar)
-        bar.setContentsMargins(0, 0, 0, 0)
-        bar.addStretch(1)
-        cancel = QPushButton("Cancel")
-        cancel.clicked.connect(self._cancel_edit)
-        self._save_button = QPushButton("Send")
-        self._save_button.setObjectName("PrimaryButton")
-        self._save_button.clicked.connect(self._submit_edit)
-        bar.addWidget(cancel)
-        bar.addWidget(self._save_button)
-        self._edit_bar.setVisible(False)
+        self.editor = MessageEditor()
+        self.editor.setVisible(False)
+        self.editor.saved.connect(self._submit_edit)
+        self.editor.cancelled.connect(self._end_edit)
 
         layout = QVBoxLayout(self)
         margin = (14, 10, 14, 10) if user else (2, 6, 2, 6)
@@ -101,8 +121,7 @@ class MessageBubble(QFrame):
         layout.setSpacing(4)
         layout.addLayout(header)
         layout.addWidget(self.body)
-        layout.addWidget(self._editor)
-        layout.addWidget(self._edit_bar)
+        layout.addWidget(self.editor)
         layout.addWidget(self.error_label)
         self._refresh()
 
@@ -125,33 +144,32 @@ class MessageBubble(QFrame):
             self._highlight = on
             self._refresh()
 
-    def set_actions(self, *, can_regenerate: bool, busy: bool) -> None:
-        self._can_regenerate, self._busy = can_regenerate, busy
+    def set_actions(self, *, can_regenerate: bool, can_continue: bool, busy: bool) -> None:
+        self._can_regenerate, self._can_continue, self._busy = can_regenerate, can_continue, busy
         self._refresh_actions()
 
     def is_editing(self) -> bool:
-        return self._editor.isVisible()
+        return self.editor.isVisible()
+
+    def badge_text(self) -> str:
+        return "" if self.status_badge.isHidden() else self.status_badge.text()
 
     # -- editing -------------------------------------------------------------------------------
 
     def _start_edit(self) -> None:
-        self._editor.setPlainText(self._message.content)
         self.body.setVisible(False)
-        self._editor.setVisible(True)
-        self._edit_bar.setVisible(True)
-        self._editor.setFocus()
+        self.editor.start(self._message.content)
+        self._refresh_actions()
 
-    def _cancel_edit(self) -> None:
-        self._editor.setVisible(False)
-        self._edit_bar.setVisible(False)
-        self.body.setVisible(True)
+    def _end_edit(self) -> None:
+        self.editor.setVisible(False)
+        self.body.setVisible(bool(self._message.content))
+        self._refresh_actions()
 
-    def _submit_edit(self) -> None:
-        text = self._editor.toPlainText().strip()
-        if not text:
-            return
-        self._cancel_edit()
-        self.editSubmitted.emit(text)
+    def _submit_edit(self, text: str) -> None:
+        self._end_edit()
+        if text != self._message.content:
+            self.editSubmitted.emit(text)
 
     # -- internals -----------------------------------------------------------------------------
 
@@ -164,6 +182,20 @@ class MessageBubble(QFrame):
         button.clicked.connect(slot)
         return button
 
+    def _more_menu(self) -> QToolButton:
+        button = QToolButton()
+        button.setObjectName("MessageAction")
+        button.setText("⋯")
+        button.setToolTip("More")
+        button.setCursor(Qt.CursorShape.PointingHandCursor)
+        button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        button.setStyleSheet("QToolButton::menu-indicator { image: none; width: 0; }")
+        menu = QMenu(button)
+        self.fork_action = menu.addAction("New chat from here", self.forkRequested.emit)
+        self.delete_action = menu.addAction("Delete message", self.deleteRequested.emit)
+        button.setMenu(menu)
+        return button
+
     def _copy(self) -> None:
         QGuiApplication.clipboard().setText(self._message.content)
         self.copy_button.setText("Copied")
@@ -171,12 +203,16 @@ class MessageBubble(QFrame):
 
     def _refresh(self) -> None:
         message = self._message
-        status_text = STATUS_TEXT.get(message.status, "")
+        cut = message.cut_at_max_tokens
+        status_text = CUT_TEXT if cut else STATUS_TEXT.get(message.status, "")
         self.status_badge.setText(status_text)
         self.status_badge.setVisible(bool(status_text))
-        self.status_badge.setProperty("status", message.status.value)
+        self.status_badge.setProperty("status", "cut" if cut else message.status.value)
         self.status_badge.style().unpolish(self.status_badge)
         self.status_badge.style().polish(self.status_badge)
+        self.setProperty("queued", message.status is MessageStatus.QUEUED)
+        self.style().unpolish(self)
+        self.style().polish(self)
         meta = reply_meta(message.stats) if message.role is Role.ASSISTANT else ""
         self.meta_label.setText(meta)
         self.meta_label.setVisible(bool(meta))
@@ -195,12 +231,26 @@ class MessageBubble(QFrame):
                 highlight_drafts=self._highlight,
             ),
         )
-        self.body.setVisible(bool(text) and not self._editor.isVisible())
+        self.body.setVisible(bool(text) and not self.editor.isVisible())
         self._refresh_actions()
 
     def _refresh_actions(self) -> None:
-        generating = self._message.status is MessageStatus.GENERATING
-        self.copy_button.setEnabled(bool(self._message.content))
+        message = self._message
+        generating = message.status is MessageStatus.GENERATING
+        queued = message.status is MessageStatus.QUEUED
+        sent = not queued
+        editing = not self.editor.isHidden()
+        index, count = message.version
+        self.versions.set_version(index, count, enabled=not self._busy)
+        self.copy_button.setEnabled(bool(message.content))
+        self.copy_button.setVisible(not editing)
+        self.edit_button.setVisible(sent and message.role is Role.USER and not editing)
         self.edit_button.setEnabled(not self._busy)
         self.regenerate_button.setVisible(self._can_regenerate and not generating)
         self.regenerate_button.setEnabled(not self._busy)
+        self.continue_button.setVisible(self._can_continue and not self._busy)
+        self.send_now_button.setVisible(queued and not self._busy)
+        self.cancel_button.setVisible(queued)
+        self.more_button.setVisible(sent and not generating and not editing)
+        self.fork_action.setEnabled(not generating)
+        self.delete_action.setEnabled(not self._busy)

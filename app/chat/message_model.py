@@ -21,9 +21,12 @@ class MessageRoles(enum.IntEnum):
     DRAFT_SPANS = Qt.ItemDataRole.UserRole + 5
     STATS = Qt.ItemDataRole.UserRole + 6
     ERROR = Qt.ItemDataRole.UserRole + 7
+    VERSION = Qt.ItemDataRole.UserRole + 8  # (index, count) among the versions at its place
 
 
 class MessageListModel(QAbstractListModel):
+    """The branch on screen, then the queued messages (status "queued", not yet stored)."""
+
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
         self._messages: list[Message] = []
@@ -51,6 +54,8 @@ class MessageListModel(QAbstractListModel):
             return message.stats
         if role == MessageRoles.ERROR:
             return message.error
+        if role == MessageRoles.VERSION:
+            return message.version
         return None
 
     def roleNames(self) -> dict[int, bytes]:
@@ -79,6 +84,17 @@ class MessageListModel(QAbstractListModel):
         index = self.index(row, 0)
         self.dataChanged.emit(index, index)
 
+    def insert(self, row: int, message: Message) -> None:
+        self.beginInsertRows(QModelIndex(), row, row)
+        self._messages.insert(row, message)
+        self.endInsertRows()
+
+    def remove(self, row: int) -> Message:
+        self.beginRemoveRows(QModelIndex(), row, row)
+        message = self._messages.pop(row)
+        self.endRemoveRows()
+        return message
+
     def remove_from(self, row: int) -> None:
         """Remove the message at `row` and every later one."""
         if row >= len(self._messages):
@@ -86,6 +102,14 @@ class MessageListModel(QAbstractListModel):
         self.beginRemoveRows(QModelIndex(), row, len(self._messages) - 1)
         del self._messages[row:]
         self.endRemoveRows()
+
+    def replace_from(self, row: int, messages: list[Message]) -> None:
+        """Show `messages` from `row` on, in place of what was there (another branch)."""
+        self.remove_from(row)
+        if messages:
+            self.beginInsertRows(QModelIndex(), row, row + len(messages) - 1)
+            self._messages[row:] = list(messages)
+            self.endInsertRows()
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -103,6 +127,13 @@ class MessageListModel(QAbstractListModel):
 
     def last_row(self) -> int:
         return len(self._messages) - 1
+
+    def sent(self) -> list[Message]:
+        """The branch on screen, without the queued messages."""
+        return [m for m in self._messages if m.status is not MessageStatus.QUEUED]
+
+    def queued_rows(self) -> list[int]:
+        return [r for r, m in enumerate(self._messages) if m.status is MessageStatus.QUEUED]
 
     def is_generating(self) -> bool:
         return any(m.status is MessageStatus.GENERATING for m in self._messages)

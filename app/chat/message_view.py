@@ -9,7 +9,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QScrollArea, QVBoxLayout, QWi
 
 from app.chat.message_bubble import MessageBubble
 from app.chat.message_model import MessageListModel, MessageRoles
-from app.store.records import Role
+from app.store.records import MessageStatus, Role
 from app.theme import Theme, current_theme, theme_manager, ui_font
 
 DEFAULT_COLUMN_WIDTH = 820
@@ -19,8 +19,15 @@ MESSAGE_FONT_POINTS = 10.5
 
 
 class MessageListView(QScrollArea):
+    """The view of a MessageListModel; its signals carry the model row they are about."""
+
     editSubmitted = Signal(int, str)  # row, new text
     regenerateRequested = Signal(int)  # row of the reply to write again
+    continueRequested = Signal(int)  # row of the reply to write on
+    versionRequested = Signal(int, int)  # row, step (-1 / +1)
+    forkRequested = Signal(int)  # row: a new chat with the messages down to it
+    deleteRequested = Signal(int)  # row (a queued row: take it out of the queue)
+    sendQueuedRequested = Signal(int)  # row of a queued message
 
     def __init__(self, parent=None, *, column_width: int = DEFAULT_COLUMN_WIDTH) -> None:
         super().__init__(parent)
@@ -95,6 +102,13 @@ class MessageListView(QScrollArea):
         self._busy = busy
         self._refresh_actions()
 
+    def scroll_to_row(self, row: int) -> None:
+        """Bring the message at `row` into view (and stop following the newest text)."""
+        if 0 <= row < len(self._rows):
+            self._stick = False
+            self.widget().adjustSize()
+            self.ensureWidgetVisible(self._rows[row], 0, 40)
+
     def scroll_to_bottom(self) -> None:
         self._stick = True
         bar = self.verticalScrollBar()
@@ -118,8 +132,7 @@ class MessageListView(QScrollArea):
             message = self._model.index(row, 0).data(MessageRoles.MESSAGE)
             bubble = MessageBubble(message, theme=self._theme, font=self._font)
             bubble.set_highlight_drafts(self._highlight)
-            bubble.editSubmitted.connect(lambda text, b=bubble: self._edit(b, text))
-            bubble.regenerateRequested.connect(lambda b=bubble: self._regenerate(b))
+            self._connect(bubble)
             holder = self._wrap(bubble, message.role)
             # +1: the empty-state label sits first in the layout
             self._layout.insertWidget(row + 1, holder)
@@ -156,21 +169,36 @@ class MessageListView(QScrollArea):
             layout.addWidget(bubble)
         return holder
 
-    def _edit(self, bubble: MessageBubble, text: str) -> None:
-        if bubble in self._bubbles:
-            self.editSubmitted.emit(self._bubbles.index(bubble), text)
+    def _connect(self, bubble: MessageBubble) -> None:
+        """The bubble's signals, as this view's signals with the bubble's row."""
 
-    def _regenerate(self, bubble: MessageBubble) -> None:
-        if bubble in self._bubbles:
-            self.regenerateRequested.emit(self._bubbles.index(bubble))
+        def row_of(b=bubble) -> int:
+            return self._bubbles.index(b) if b in self._bubbles else -1
+
+        def forward(signal, *args) -> None:
+            row = row_of()
+            if row >= 0:
+                signal.emit(row, *args)
+
+        bubble.editSubmitted.connect(lambda text: forward(self.editSubmitted, text))
+        bubble.regenerateRequested.connect(lambda: forward(self.regenerateRequested))
+        bubble.continueRequested.connect(lambda: forward(self.continueRequested))
+        bubble.versionRequested.connect(lambda step: forward(self.versionRequested, step))
+        bubble.forkRequested.connect(lambda: forward(self.forkRequested))
+        bubble.deleteRequested.connect(lambda: forward(self.deleteRequested))
+        bubble.sendQueuedRequested.connect(lambda: forward(self.sendQueuedRequested))
 
     def _refresh_actions(self) -> None:
+        sent = [b for b in self._bubbles if b.message.status is not MessageStatus.QUEUED]
         last_reply = -1
-        for row, bubble in enumerate(self._bubbles):
+        for row, bubble in enumerate(sent):
             if bubble.message.role is Role.ASSISTANT:
                 last_reply = row
         for row, bubble in enumerate(self._bubbles):
-            bubble.set_actions(can_regenerate=row == last_reply, busy=self._busy)
+            can_continue = row == len(sent) - 1 and bubble.message.continuable
+            bubble.set_actions(
+                can_regenerate=row == last_reply, can_continue=can_continue, busy=self._busy
+            )
 
     def _make_empty_state(self) -> QWidget:
         box = QWidget()

@@ -1,76 +1,24 @@
-"""The sidebar of saved conversations: search by text, open, export to Markdown, delete."""
+"""The sidebar of saved conversations: full-text search, open (at the matched message), rename,
+pin, export to Markdown, delete."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QModelIndex, QRectF, QSize, Qt, QTimer, Signal
-from PySide6.QtGui import QFont, QFontMetrics, QPainter
-from PySide6.QtWidgets import (
-    QLineEdit,
-    QListView,
-    QMenu,
-    QPushButton,
-    QStyle,
-    QStyledItemDelegate,
-    QStyleOptionViewItem,
-    QVBoxLayout,
-    QWidget,
-)
+from PySide6.QtCore import QModelIndex, Qt, QTimer, Signal
+from PySide6.QtWidgets import QLineEdit, QListView, QMenu, QPushButton, QVBoxLayout, QWidget
 
+from app.sidebar.conversation_delegate import ConversationDelegate
 from app.sidebar.conversation_model import ConversationListModel, ConversationRoles
 from app.store.conversation_store import Store
-from app.theme import current_theme
 
 SEARCH_DEBOUNCE_MS = 150
-ROW_HEIGHT = 52
-
-
-class ConversationDelegate(QStyledItemDelegate):
-    """Two lines per conversation: the title, and the matched text or its size and age."""
-
-    def sizeHint(self, option: QStyleOptionViewItem, index: QModelIndex) -> QSize:
-        return QSize(option.rect.width(), ROW_HEIGHT)
-
-    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: QModelIndex) -> None:
-        theme = current_theme()
-        painter.save()
-        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
-        rect = QRectF(option.rect).adjusted(6, 2, -6, -2)
-        selected = bool(option.state & QStyle.StateFlag.State_Selected)
-        hover = bool(option.state & QStyle.StateFlag.State_MouseOver)
-        if selected or hover:
-            painter.setPen(Qt.PenStyle.NoPen)
-            painter.setBrush(theme.color("accent_soft" if selected else "sunken"))
-            painter.drawRoundedRect(rect, 8, 8)
-        summary = index.data(ConversationRoles.SUMMARY)
-        text_rect = rect.adjusted(12, 7, -10, -7)
-        title_font = QFont(option.font)
-        title_font.setWeight(QFont.Weight.DemiBold)
-        painter.setFont(title_font)
-        painter.setPen(theme.color("text"))
-        metrics = QFontMetrics(title_font)
-        title = metrics.elidedText(
-            summary.title, Qt.TextElideMode.ElideRight, int(text_rect.width() - 14)
-        )
-        painter.drawText(text_rect, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop, title)
-        if summary.is_open:
-            painter.setPen(Qt.PenStyle.NoPen)
-            painter.setBrush(theme.color("accent"))
-            painter.drawEllipse(QRectF(text_rect.right() - 6, text_rect.top() + 5, 6, 6))
-        sub_font = QFont(option.font)
-        sub_font.setPointSizeF(option.font.pointSizeF() * 0.9)
-        painter.setFont(sub_font)
-        painter.setPen(theme.color("text_muted"))
-        sub = QFontMetrics(sub_font).elidedText(
-            index.data(ConversationRoles.SUBTITLE) or "",
-            Qt.TextElideMode.ElideRight,
-            int(text_rect.width()),
-        )
-        painter.drawText(text_rect, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignBottom, sub)
-        painter.restore()
 
 
 class ConversationSidebar(QWidget):
+    """The list of chats that have a message, pinned first."""
+
     openRequested = Signal(int)
+    revealRequested = Signal(int, int)  # conversation id, message id: a search hit to show
+    renameRequested = Signal(int, str)
     exportRequested = Signal(int)
     deleteRequested = Signal(int)
     newRequested = Signal()
@@ -80,6 +28,7 @@ class ConversationSidebar(QWidget):
         self.setObjectName("DockBody")
         self._store = store
         self.model = ConversationListModel(self)
+        self.model.renameRequested.connect(self.renameRequested)
 
         self.new_button = QPushButton("+  New chat")
         self.new_button.setObjectName("PrimaryButton")
@@ -87,7 +36,7 @@ class ConversationSidebar(QWidget):
         self.new_button.clicked.connect(self.newRequested)
         self.search = QLineEdit()
         self.search.setObjectName("SearchBox")
-        self.search.setPlaceholderText("Search conversations")
+        self.search.setPlaceholderText("Search all messages")
         self.search.setClearButtonEnabled(True)
         self.list = QListView()
         self.list.setObjectName("ConversationList")
@@ -96,7 +45,7 @@ class ConversationSidebar(QWidget):
         self.list.setMouseTracking(True)
         self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.list.setUniformItemSizes(True)
-        self.list.setEditTriggers(QListView.EditTrigger.NoEditTriggers)
+        self.list.setEditTriggers(QListView.EditTrigger.EditKeyPressed)  # F2; or the menu
         self.list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.list.customContextMenuRequested.connect(self._menu)
         self.list.activated.connect(self._activated)
@@ -117,20 +66,51 @@ class ConversationSidebar(QWidget):
         self.refresh()
 
     def refresh(self) -> None:
+        if self.list.state() == QListView.State.EditingState:
+            return  # a rename is being typed: the list follows once it is done
         self.model.set_rows(self._store.list_conversations(self.search.text()))
 
+    def set_generating(self, conversation_ids: set[int]) -> None:
+        self.model.set_generating(conversation_ids)
+
+    def rename(self, conversation_id: int) -> None:
+        """Edit the title of a chat in place."""
+        row = self.model.row_of(conversation_id)
+        if row >= 0:
+            index = self.model.index(row, 0)
+            self.list.setCurrentIndex(index)
+            self.list.edit(index)
+
+    def toggle_pin(self, conversation_id: int) -> None:
+        summary = self._summary(conversation_id)
+        if summary is not None:
+            self._store.set_pinned(conversation_id, not summary.pinned)
+            self.refresh()
+
+    def _summary(self, conversation_id: int):
+        row = self.model.row_of(conversation_id)
+        return self.model.rows()[row] if row >= 0 else None
+
     def _activated(self, index: QModelIndex) -> None:
-        if index.isValid():
-            self.openRequested.emit(index.data(ConversationRoles.ID))
+        if not index.isValid():
+            return
+        summary = index.data(ConversationRoles.SUMMARY)
+        self.openRequested.emit(summary.id)
+        if summary.snippet and summary.hit_message_id is not None:
+            self.revealRequested.emit(summary.id, summary.hit_message_id)
 
     def _menu(self, pos) -> None:
         index = self.list.indexAt(pos)
         if not index.isValid():
             return
-        conversation_id = index.data(ConversationRoles.ID)
+        summary = index.data(ConversationRoles.SUMMARY)
+        chat = summary.id
         menu = QMenu(self)
-        menu.addAction("Open", lambda: self.openRequested.emit(conversation_id))
-        menu.addAction("Export to Markdown…", lambda: self.exportRequested.emit(conversation_id))
+        menu.addAction("Open", lambda: self._activated(index))
+        menu.addAction("Rename…", lambda: self.rename(chat))
+        menu.addAction("Unpin" if summary.pinned else "Pin", lambda: self.toggle_pin(chat))
         menu.addSeparator()
-        menu.addAction("Delete…", lambda: self.deleteRequested.emit(conversation_id))
+        menu.addAction("Export to Markdown…", lambda: self.exportRequested.emit(chat))
+        menu.addSeparator()
+        menu.addAction("Delete…", lambda: self.deleteRequested.emit(chat))
         menu.popup(self.list.viewport().mapToGlobal(pos))

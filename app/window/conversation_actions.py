@@ -6,14 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
-from PySide6.QtWidgets import QFileDialog, QMessageBox, QWidget
+from PySide6.QtWidgets import QFileDialog, QWidget
 
+from app.sidebar.delete_confirmation import confirm_delete
+from app.sidebar.export_dialogs import export_chat_dialog
 from app.store.conversation_store import Store
-from app.store.export import to_markdown
+from app.store.export import export_chat
 from app.window.status_bar import EngineStatusBar
 from app.window.tab_controller import TabController
-
-DELETE_TEXT = "Delete"
 
 
 class ConversationActions(QObject):
@@ -36,46 +36,34 @@ class ConversationActions(QObject):
         self._status = status
 
     def export(self, conversation_id: int, path: str | Path) -> Path:
-        conversation = self._store.conversation(conversation_id)
-        text = to_markdown(conversation, self._store.messages(conversation_id))
-        path = Path(path)
-        path.write_text(text, encoding="utf-8")
+        path = export_chat(self._store, conversation_id, path)
         self._status.show_message(f"Exported to {path}")
         return path
 
     def export_dialog(self, conversation_id: int | None = None) -> QFileDialog | None:
+        """Ask where to save a chat (in the documents folder first)."""
         if conversation_id is None:
             controller = self._tabs.current_controller()
             if controller is None:
                 return None
             conversation_id = controller.conversation.id
-        conversation = self._store.conversation(conversation_id)
-        name = "".join(c if c.isalnum() or c in " -_" else "_" for c in conversation.title).strip()
-        dialog = QFileDialog(self._window, "Export chat to Markdown", f"{name or 'chat'}.md")
-        dialog.setAcceptMode(QFileDialog.AcceptMode.AcceptSave)
-        dialog.setNameFilter("Markdown (*.md)")
-        dialog.fileSelected.connect(lambda path: self.export(conversation_id, path))
-        dialog.open()
-        return dialog
+        return export_chat_dialog(
+            self._window,
+            self._store,
+            conversation_id,
+            lambda path: self._status.show_message(f"Exported to {path}"),
+        )
 
     def delete(self, conversation_id: int, *, confirm: bool = True) -> None:
         if confirm:
-            box = QMessageBox(
-                QMessageBox.Icon.Question,
-                "Delete chat",
-                "Delete this chat and all its messages? This cannot be undone.",
-                QMessageBox.StandardButton.Cancel,
-                self._window,
-            )
-            box.addButton(DELETE_TEXT, QMessageBox.ButtonRole.DestructiveRole)
-
-            def clicked(button) -> None:
-                if box.buttonRole(button) == QMessageBox.ButtonRole.DestructiveRole:
-                    self.delete(conversation_id, confirm=False)
-
-            box.buttonClicked.connect(clicked)
-            box.finished.connect(lambda _result: box.deleteLater())
-            box.open()
+            conversation = self._store.conversation(conversation_id)
+            if conversation is not None:
+                confirm_delete(
+                    self._window,
+                    conversation.title,
+                    self._store.message_count(conversation_id),
+                    lambda: self.delete(conversation_id, confirm=False),
+                )
             return
         tab = self._tabs.find(conversation_id)
         if tab is not None:

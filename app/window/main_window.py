@@ -25,6 +25,7 @@ from app.widgets.notice_banner import NoticeBanner
 from app.window.about_dialog import AboutDialog, about_info
 from app.window.conversation_actions import ConversationActions
 from app.window.dock_layout import DockLayout
+from app.window.history_hooks import HistoryHooks
 from app.window.menus import build_menus
 from app.window.settings_controller import SettingsController
 from app.window.shortcuts_dialog import ShortcutsDialog
@@ -89,6 +90,7 @@ class MainWindow(QMainWindow):
             self, store=store, tabs=self.chats, status=self.status
         )
         self.cache_clearer = PromptCacheClearer(bridge, self)
+        self.history = HistoryHooks(self)
         self.menu_actions = build_menus(self)
         self._connect()
         self.chats.set_highlight_drafts(self.panel.highlight.isChecked())
@@ -106,6 +108,7 @@ class MainWindow(QMainWindow):
         chats.currentTitleChanged.connect(lambda t: self.setWindowTitle(f"{t} — {APP_TITLE}"))
         chats.currentBusyChanged.connect(self._busy_changed)
         chats.conversationsChanged.connect(self.sidebar.refresh)
+        chats.tabAdded.connect(self.history.attach)
         self.conversations.deleted.connect(lambda _id: self.sidebar.refresh())
         self.sidebar.openRequested.connect(self.open_conversation)
         self.sidebar.exportRequested.connect(self.export_dialog)
@@ -259,6 +262,7 @@ class MainWindow(QMainWindow):
                 f"{n} repl{'ies were' if n != 1 else 'y was'} interrupted when Tandem last closed; "
                 "the text written so far is kept."
             )
+        self.history.show_damage()
 
     def set_theme_mode(self, mode: str) -> None:
         self.store.set_setting("theme_mode", mode)

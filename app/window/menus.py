@@ -61,9 +61,10 @@ def build_menus(window: MainWindow) -> Actions:
     new_chat = action("New chat", window.new_chat, "Ctrl+T", "Ctrl+N")
     close_chat = action("Close chat", window.close_current_tab, "Ctrl+W")
     export = action("Export chat to Markdown…", window.export_dialog, "Ctrl+E")
+    export_all = action("Export all chats to Markdown…", window.history.export_all)
     delete = action("Delete chat…", window.delete_current)
     quit_action = action("Quit", QApplication.closeAllWindows, "Ctrl+Q")  # Cmd+Q on macOS
-    fill(file_menu, new_chat, close_chat, None, export, delete, None, quit_action)
+    fill(file_menu, new_chat, close_chat, None, export, export_all, delete, None, quit_action)
 
     chat_menu = bar.addMenu("&Chat")
     stop = action("Stop reply", window.stop_current, QKeySequence.StandardKey.Cancel)

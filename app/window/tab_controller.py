@@ -28,6 +28,7 @@ class TabController(QObject):
     currentTitleChanged = Signal(str)
     currentBusyChanged = Signal()
     conversationsChanged = Signal()  # the sidebar's list may have changed
+    tabAdded = Signal(object)  # ChatTab, for the parts that wire each new tab
 
     def __init__(self, tabs: QTabWidget, *, store: Store, bridge: EngineBridge, parent=None):
         super().__init__(parent)
@@ -177,6 +178,7 @@ class TabController(QObject):
         controller.busyChanged.connect(lambda t=tab: self._busy_changed(t))
         controller.replyFinished.connect(lambda _reason: self.conversationsChanged.emit())
         self._retitle()
+        self.tabAdded.emit(tab)
         return tab
 
     def _retitle(self) -> None:

@@ -56,6 +56,7 @@ class FakeEngine:
         self._dead: str | None = None  # why the "MLX thread" died, until start() again
         self.requests: list[GenerationRequest] = []
         self.cancelled: list[str] = []
+        self.counted = 0  # count_tokens calls
         self._listeners: list[Callable] = []
         self._running = False
         self._active: set[str] = set()
@@ -117,6 +118,12 @@ class FakeEngine:
         self._stats.batch_size = len(self._active)
         return self._stats
 
+    async def count_tokens(
+        self, messages: list[dict[str, str]], *, continue_reply: bool = False
+    ) -> int:
+        self.counted += 1
+        return fake_count(messages, continue_reply=continue_reply)
+
     def cancel(self, request_id: str) -> None:
         self.cancelled.append(request_id)
 
@@ -139,7 +146,13 @@ class FakeEngine:
                 finished = True
                 yield ErrorEvent(rid, message)
                 return
-            pieces = _pieces(self.reply)[: request.max_tokens]
+            pieces = _pieces(self.reply)
+            prompt = fake_count(request.messages, continue_reply=request.continue_reply)
+            cached = 0
+            if request.continue_reply:  # the rest of the scripted reply, from the prompt cache
+                pieces = pieces[len(_pieces(request.messages[-1]["content"])) :]
+                cached = prompt - 1
+            pieces = pieces[: request.max_tokens]
             text = ""
             spec = SpecStats()
             for i, piece in enumerate(pieces):
@@ -158,32 +171,40 @@ class FakeEngine:
                 spec.forwards_saved += int(drafted)
                 spec.accepted_by_position = [spec.accepted_tokens]
                 spec.drafted_by_position = [spec.draft_tokens]
-                yield TokenEvent(rid, [i], piece, [drafted])
-                yield StatsEvent(rid, self._request_stats(i + 1, spec))
+                yield TokenEvent(rid, [i], piece, [drafted], [piece])
+                yield StatsEvent(rid, self._request_stats(i + 1, spec, prompt, cached))
             reason = FinishReason.LENGTH if len(pieces) >= request.max_tokens else FinishReason.STOP
             finished = True
             self._stats.spec.add(spec)
             self._stats.spec_recent.add(spec)
-            yield FinishedEvent(
-                rid, reason, text, list(range(len(pieces))), self._request_stats(len(pieces), spec)
-            )
+            stats = self._request_stats(len(pieces), spec, prompt, cached)
+            yield FinishedEvent(rid, reason, text, list(range(len(pieces))), stats)
         finally:
             self._active.discard(rid)
             if not finished:
                 self.cancelled.append(rid)
 
-    def _request_stats(self, tokens: int, spec: SpecStats) -> RequestStats:
+    def _request_stats(
+        self, tokens: int, spec: SpecStats, prompt: int, cached: int = 0
+    ) -> RequestStats:
         return RequestStats(
-            prompt_tokens=10,
+            prompt_tokens=prompt,
+            cached_tokens=cached,
             generated_tokens=tokens,
             ttft_s=0.01,
             decode_tokens_per_s=50.0 + tokens,
             spec=copy.deepcopy(spec),
-            context_tokens=10 + tokens,
+            context_tokens=prompt + tokens,
             plain_tokens_per_s=self.plain_tokens_per_s,
             recent_acceptance=self.recent_acceptance,
             speculation_note=self.speculation_note,
         )
+
+
+def fake_count(messages: list[dict[str, str]], *, continue_reply: bool = False) -> int:
+    """The fake chat template: one token per word, four around each message, two at the end."""
+    tokens = sum(len(_pieces(m["content"])) + 4 for m in messages)
+    return tokens - 3 if continue_reply else tokens + 2
 
 
 def _pieces(text: str) -> list[str]:

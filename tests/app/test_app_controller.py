@@ -74,7 +74,7 @@ def test_stop_keeps_the_text_so_far(controller, store, fake_engine):
     assert store.message(reply.id).status is MessageStatus.STOPPED
 
 
-def test_regenerate_and_edit(controller, store, fake_engine):
+def test_regenerate_and_edit_add_versions_and_keep_the_old_ones(controller, store, fake_engine):
     controller.send("First question")
     assert spin(lambda: not controller.busy, 10)
     first_id = controller.model.message(1).id
@@ -83,7 +83,8 @@ def test_regenerate_and_edit(controller, store, fake_engine):
     assert spin(lambda: not controller.busy, 10)
     assert controller.model.rowCount() == 2
     assert controller.model.message(1).content == "Second answer."
-    assert store.message(first_id) is None
+    assert controller.model.message(1).version == (2, 2)
+    assert store.message(first_id).status is MessageStatus.DONE  # kept, as version 1
     fake_engine.reply = "Edited answer."
     assert controller.edit(0, "Edited question")
     assert spin(lambda: not controller.busy, 10)
@@ -92,24 +93,30 @@ def test_regenerate_and_edit(controller, store, fake_engine):
         "Edited question",
         "Edited answer.",
     ]
+    assert controller.model.message(0).version == (2, 2)
     assert fake_engine.requests[-1].messages == [{"role": "user", "content": "Edited question"}]
-    # an earlier user message in a longer chat: everything after it goes
+    # an earlier user message in a longer chat: a new branch from there
     controller.send("Follow-up")
     assert spin(lambda: not controller.busy, 10)
     assert controller.model.rowCount() == 4
     assert controller.edit(0, "Start over")
     assert spin(lambda: not controller.busy, 10)
     assert controller.model.rowCount() == 2
+    assert controller.model.message(0).version == (3, 3)
+    assert store.message_count(controller.conversation.id) == 9  # nothing was deleted
 
 
-def test_busy_refuses_new_work(controller, fake_engine):
+def test_busy_queues_new_messages_and_refuses_history_changes(controller, fake_engine):
     fake_engine.token_delay_s = 0.05
     controller.send("One")
-    assert not controller.send("Two")
+    assert controller.send("Two")  # queued
+    assert controller.model.message(2).status is MessageStatus.QUEUED
     assert not controller.regenerate()
     assert not controller.edit(0, "x")
+    assert not controller.delete_message(0)
     controller.stop()
     assert spin(lambda: not controller.busy, 5)
+    assert len(controller.queue) == 1  # a stop leaves the queue waiting
 
 
 def test_engine_error_is_shown_on_the_message(controller, fake_engine):

@@ -4,7 +4,6 @@ engine-stopped banner with its Restart button. Saves screenshots of the notice."
 
 from __future__ import annotations
 
-import pytest
 from apphelpers import ARTIFACTS, close_window, make_window, spin
 from PySide6.QtWidgets import QApplication, QMessageBox
 
@@ -185,10 +184,6 @@ def test_this_chat_shows_the_chats_last_reply_figures(qtbot, window, fake_engine
     assert card.value("tpf") == f"{first.last_stats.spec.tokens_per_forward:.2f}"
 
 
-@pytest.mark.xfail(
-    reason="history branch: ChatController.last_stats filled from the store when a chat opens",
-    strict=False,
-)
 def test_this_chat_shows_the_last_reply_again_after_a_restart(qtbot, store, fake_bridge):
     window = make_window(store, fake_bridge)
     tokens = str(_reply(window).last_stats.generated_tokens)
