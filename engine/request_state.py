@@ -27,7 +27,7 @@ class RequestState:
     cache: list[Any] | None = None  # per-layer single-row cache while prefilling
     draft_cache: list[Any] | None = None  # the draft model's, while prefilling
     prefilled: int = 0  # prompt tokens already in the cache
-    cache_checked: bool = False  # the prefix cache was asked once
+    cache_checked: bool = False  # the prompt cache was asked once
     generated: list[int] = field(default_factory=list)
     from_draft: list[bool] = field(default_factory=list)
     stats: RequestStats = field(default_factory=RequestStats)

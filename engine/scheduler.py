@@ -176,12 +176,12 @@ class Scheduler:
     def _prefill(self) -> None:
         """Spend up to one chunk of prompt tokens on the oldest requests, in one forward."""
         model, draft, kv = self.target.model, self.batch.draft, self.batch.kv
+        ready = list(self.prefilling)
         if self.reuse is not None:  # before planning: a hit shortens what is left to process
-            for state in self.prefilling:
-                if state.cache is None and not state.cache_checked:
-                    state.cache_checked = True
-                    self.reuse.restore(state, with_draft=draft is not None)
-        group = plan_chunks(list(self.prefilling), self.config.prefill_chunk, self.config.max_batch)
+            # a request whose entry is being read from disk waits, unless nothing else runs
+            wait = not self.batch.rows
+            ready = self.reuse.restore_all(ready, with_draft=draft is not None, wait=wait)
+        group = plan_chunks(ready, self.config.prefill_chunk, self.config.max_batch)
         working = []
         for state, n in group:
             try:

@@ -102,7 +102,7 @@ class EngineWorker(threading.Thread):
         self._stats = EngineStats(status="stopped")
         self._stats_lock = threading.Lock()
         self._rate = _Rate()
-        self._prefix_cache = None  # engine.cache.PrefixCache, made on this thread
+        self._prompt_cache = None  # engine.cache.PromptCache, made on this thread
         self._last_publish = 0.0
 
     # -- called from other threads -------------------------------------------------------------
@@ -158,6 +158,9 @@ class EngineWorker(threading.Thread):
                 self._step()
             elif running:
                 self._publish_stats(force=False)
+            if running and self._prompt_cache is not None:  # its work between steps, bounded
+                busy = self._scheduler is not None and self._scheduler.has_work()
+                self._prompt_cache.tick(idle=not busy)
         self._drain_on_stop()
 
     def _handle(self, command: object) -> bool:
@@ -242,16 +245,17 @@ class EngineWorker(threading.Thread):
         command.done(target.info, None)
 
     def _make_reuse(self, target: Any) -> Any:
-        if not self.config.prefix_cache:
+        if not self.config.prompt_cache:
             return None
         try:
+            from engine.cache import PromptCache
             from engine.cache.kv_quant import KVQuant
             from engine.cache.reuse import PromptReuse
 
-            if self._prefix_cache is None:
-                self._prefix_cache = _new_prefix_cache(self.config)
+            if self._prompt_cache is None:
+                self._prompt_cache = PromptCache.from_config(self.config)
             kv = KVQuant.of(self.config)
-            return PromptReuse(self._prefix_cache, target, kv=kv)
+            return PromptReuse(self._prompt_cache, target, kv=kv)
         except Exception:  # noqa: BLE001 - the engine works without a prompt cache
             log.exception("prompt cache unavailable")
             return None
@@ -306,8 +310,8 @@ class EngineWorker(threading.Thread):
             st.generated_tokens = s.generated_tokens
             st.tokens_per_s = rate if (running or waiting) else 0.0
             st.spec = s.spec_snapshot()
-            if self._prefix_cache is not None:
-                st.cache = self._prefix_cache.stats()
+            if self._prompt_cache is not None:
+                st.cache = self._prompt_cache.stats()
             st.blas = blas.info().name
             st.device = _device_name()
 
@@ -315,24 +319,9 @@ class EngineWorker(threading.Thread):
         if self._scheduler is not None:
             self._scheduler.cancel_all("the engine stopped")
             self._deliver(self._scheduler.step())
-        if self._prefix_cache is not None:
-            self._prefix_cache.close()  # finishes pending disk writes
+        if self._prompt_cache is not None:
+            self._prompt_cache.close()  # finishes pending disk writes
         self._set_status("stopped")
-
-
-def _new_prefix_cache(config: EngineConfig) -> Any:
-    import os
-    from pathlib import Path
-
-    from engine.cache import DEFAULT_DISK_BYTES, DEFAULT_DISK_DIR, DEFAULT_RAM_BYTES, PrefixCache
-
-    folder = config.cache_dir or os.environ.get("TANDEM_PREFIX_CACHE_DIR") or DEFAULT_DISK_DIR
-    disk_bytes = DEFAULT_DISK_BYTES if config.cache_disk_bytes is None else config.cache_disk_bytes
-    return PrefixCache(
-        ram_bytes=config.cache_ram_bytes or DEFAULT_RAM_BYTES,
-        disk_dir=Path(folder) if disk_bytes > 0 else None,
-        disk_bytes=disk_bytes,
-    )
 
 
 def _device_name() -> str:

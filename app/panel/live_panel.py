@@ -196,5 +196,5 @@ _TIPS = {
     "acceptance": "Accepted draft tokens / drafted tokens",
     "mal": "1 + accepted tokens per verify round (vLLM's definition)",
     "tpf": "Tokens produced per forward pass of the target model",
-    "cached": "Prompt tokens of the last reply served from the prefix cache",
+    "cached": "Prompt tokens of the last reply served from the prompt cache",
 }

@@ -1,7 +1,7 @@
-"""The prefix cache's RAM tier on real (tiny, random) models: a request continued from a restored
+"""The prompt cache's RAM tier on real (tiny, random) models: a request continued from a restored
 cache produces exactly the greedy tokens of a cold run over its whole prompt.
 
-Disk behaviour (restart, corrupt files, full disk) is in test_prefix_cache_disk.py.
+Disk behaviour (restart, corrupt files, full disk) is in test_prompt_cache_disk.py.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from mlx_lm.generate import generate_step, speculative_generate_step
 from mlx_lm.models.cache import ArraysCache, KVCache, RotatingKVCache
 
 import engine  # noqa: F401  (OpenBLAS before MLX)
-from engine.cache import CacheNamespace, PrefixCache
+from engine.cache import CacheNamespace, PromptCache
 from tests.tiny_models import make_tiny_gemma3_dir, make_tiny_llama_dir, prefill
 
 N_GEN = 6
@@ -66,7 +66,7 @@ def assert_continues_like_cold(model, match, request: list[int]) -> None:
 
 
 def test_extending_request_restores_stored_prefix(llama):
-    pc = PrefixCache(disk_dir=None)
+    pc = PromptCache(disk_dir=None)
     stored = rand_tokens(24, seed=1)
     pc.publish(NS, stored, prefill(llama, stored))
     request = stored + rand_tokens(9, seed=2)
@@ -83,7 +83,7 @@ def test_extending_request_restores_stored_prefix(llama):
 
 
 def test_edited_message_reuses_common_prefix(llama):
-    pc = PrefixCache(disk_dir=None)
+    pc = PromptCache(disk_dir=None)
     stored = rand_tokens(30, seed=3)
     pc.publish(NS, stored, prefill(llama, stored))
 
@@ -104,7 +104,7 @@ def test_edited_message_reuses_common_prefix(llama):
 
 
 def test_lookup_always_leaves_one_token_to_run(llama):
-    pc = PrefixCache(disk_dir=None)
+    pc = PromptCache(disk_dir=None)
     stored = rand_tokens(16, seed=5)
     pc.publish(NS, stored, prefill(llama, stored))
 
@@ -121,7 +121,7 @@ def test_lookup_always_leaves_one_token_to_run(llama):
 
 
 def test_longer_entry_replaces_its_prefix(llama):
-    pc = PrefixCache(disk_dir=None)
+    pc = PromptCache(disk_dir=None)
     conv = rand_tokens(40, seed=7)
     pc.publish(NS, conv[:10], prefill(llama, conv[:10]))
     pc.publish(NS, conv[:25], prefill(llama, conv[:25]))
@@ -137,13 +137,13 @@ def test_longer_entry_replaces_its_prefix(llama):
 
 
 def test_lru_eviction_at_the_ram_byte_cap(llama):
-    probe = PrefixCache(disk_dir=None)
+    probe = PromptCache(disk_dir=None)
     convs = [rand_tokens(20, seed=10 + i) for i in range(3)]
     probe.publish(NS, convs[0], prefill(llama, convs[0]))
     one = probe.stats().ram_bytes
     assert one > 0
 
-    pc = PrefixCache(disk_dir=None, ram_bytes=int(2.5 * one))
+    pc = PromptCache(disk_dir=None, ram_bytes=int(2.5 * one))
     pc.publish(NS, convs[0], prefill(llama, convs[0]))
     pc.publish(NS, convs[1], prefill(llama, convs[1]))
     assert pc.lookup(NS, convs[0] + [5]) is not None  # conversation 0 is now the most recent
@@ -155,7 +155,7 @@ def test_lru_eviction_at_the_ram_byte_cap(llama):
     assert pc.lookup(NS, convs[0] + [5]) is not None
     assert pc.lookup(NS, convs[2] + [5]) is not None
 
-    tiny = PrefixCache(disk_dir=None, ram_bytes=one // 2)  # an entry larger than the cap
+    tiny = PromptCache(disk_dir=None, ram_bytes=one // 2)  # an entry larger than the cap
     tiny.publish(NS, convs[0], prefill(llama, convs[0]))
     assert tiny.stats().ram_entries == 0 and tiny.stats().skipped == {"ram-too-large": 1}
 
@@ -163,7 +163,7 @@ def test_lru_eviction_at_the_ram_byte_cap(llama):
 def test_sliding_window_is_exact_or_skipped(gemma):
     """Gemma 3 shaped, window 8: every restore continues exactly like a cold run; a wrapped
     window that would need trimming is skipped with its reason."""
-    pc = PrefixCache(disk_dir=None)
+    pc = PromptCache(disk_dir=None)
     short = rand_tokens(6, seed=20)  # below the window: trimmable
     pc.publish(NS_GEMMA, short, prefill(gemma, short))
     request = short[:4] + rand_tokens(14, seed=21)
@@ -204,7 +204,7 @@ def test_rotating_cache_with_sink_tokens(llama):
             llama(mx.array([[t]]), cache=cache)
         return cache
 
-    pc = PrefixCache(disk_dir=None)
+    pc = PromptCache(disk_dir=None)
     for one_by_one in (0, 6):
         stored = rand_tokens(19, seed=60 + one_by_one)
         pc.publish(NS, stored, filled(stored, one_by_one))
@@ -219,7 +219,7 @@ def test_rotating_cache_with_sink_tokens(llama):
 
 
 def test_draft_caches_travel_with_the_target(llama, draft_llama):
-    pc = PrefixCache(disk_dir=None)
+    pc = PromptCache(disk_dir=None)
     stored = rand_tokens(20, seed=40)
     pc.publish(NS_DRAFT, stored, prefill(llama, stored), prefill(draft_llama, stored))
     request = stored + rand_tokens(8, seed=41)
@@ -248,7 +248,7 @@ def test_draft_caches_travel_with_the_target(llama, draft_llama):
 
 
 def test_draft_cache_of_another_length(llama, draft_llama):
-    pc = PrefixCache(disk_dir=None)
+    pc = PromptCache(disk_dir=None)
     tokens = rand_tokens(12, seed=42)
     pc.publish(NS_DRAFT, tokens, prefill(llama, tokens), prefill(draft_llama, tokens + [9]))
     match = pc.lookup(NS_DRAFT, tokens + [3])  # one token longer: trimmed to the target's
@@ -261,7 +261,7 @@ def test_draft_cache_of_another_length(llama, draft_llama):
 
 
 def test_unsupported_and_mismatched_caches(llama):
-    pc = PrefixCache(disk_dir=None)
+    pc = PromptCache(disk_dir=None)
     arrays = ArraysCache(1)
     arrays[0] = mx.zeros((1, 4))
     pc.publish(NS, [1, 2, 3], [arrays])
