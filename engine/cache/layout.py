@@ -17,6 +17,7 @@ from typing import Any
 
 import mlx.core as mx
 
+from engine.cache.kv_quant import DEFAULT_KV_GROUP_SIZE
 from engine.cache.layers import KV, QUANTIZED, ROTATING, LayerInfo, dtype_name
 
 
@@ -61,7 +62,7 @@ class ModelLayouts:
     target: CacheLayout
     draft: CacheLayout | None = None
     kv_bits: int | None = None
-    kv_group_size: int = 64
+    kv_group_size: int = DEFAULT_KV_GROUP_SIZE
 
     def mismatch(self, target: list[LayerInfo], draft: list[LayerInfo] | None) -> str | None:
         """Why an entry with these layers cannot be restored, or None when it fits. Stored

@@ -9,6 +9,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from engine.cache.kv_quant import DEFAULT_KV_GROUP_SIZE
+
 FORMAT_VERSION = 2  # bump when the stored layout changes: old entries then live under other keys
 # files whose size and mtime say which weights a model folder holds
 IDENTITY_GLOBS = ("*.safetensors", "config.json")
@@ -22,7 +24,7 @@ class CacheNamespace:
     tokenizer_hash: str
     drafter: str = "none"  # `model_identity` of the draft model when its caches are stored too
     kv_bits: int | None = None
-    kv_group_size: int = 64
+    kv_group_size: int = DEFAULT_KV_GROUP_SIZE
     kv_start: int = 0
 
     def fields(self) -> dict[str, object]:

@@ -272,15 +272,20 @@ class PromptCache:
                 self.ram.insert(entry)
 
     def _evaluate(self, item: _Unevaluated, deadline: float | None) -> bool:
-        """Evaluate an entry's layers, at least one, until `deadline`; True when it is
-        complete (and queued for the disk)."""
-        while item.layers:
-            mx.eval(item.layers.pop())
-            if item.layers and _past(deadline):
-                return False
+        """Evaluate an entry's layers, at least one, until `deadline`; True when it is done
+        with (queued for the disk, or dropped when it failed)."""
+        try:
+            while item.layers:
+                mx.eval(item.layers.pop())
+                if item.layers and _past(deadline):
+                    return False
+            if self._disk is not None and not item.entry.superseded:
+                self._write(item.ns, item.entry)
+        except Exception:  # noqa: BLE001 - a bad entry must not stop the engine's thread
+            log.exception("prompt cache: dropping an entry that could not be stored")
+            self.ram.drop(item.entry.key)
+            self._skip("store-failed")
         self._unevaluated.popleft()
-        if self._disk is not None and not item.entry.superseded:
-            self._write(item.ns, item.entry)
         return True
 
     def _write(self, ns: CacheNamespace, entry: StoredEntry) -> None:

@@ -77,7 +77,10 @@ class PromptReuse:
         layouts = self.layouts()
         match = None
         if layouts is not None:
-            match = self.cache.lookup(self.namespace, state.prompt, layouts=layouts, wait=wait)
+            try:
+                match = self.cache.lookup(self.namespace, state.prompt, layouts=layouts, wait=wait)
+            except Exception:  # noqa: BLE001 - a cache failure never fails the request
+                log.exception("prompt cache lookup failed for %s", state.request_id)
             if match is LOADING:
                 return False
         state.cache_checked = True

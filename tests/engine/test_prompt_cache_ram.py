@@ -6,22 +6,25 @@ Disk behaviour (restart, corrupt files, full disk) is in test_prompt_cache_disk.
 
 from __future__ import annotations
 
-import random
-
 import mlx.core as mx
 import numpy as np
 import pytest
 from mlx_lm import load as mlx_load
-from mlx_lm.generate import generate_step, speculative_generate_step
+from mlx_lm.generate import speculative_generate_step
 from mlx_lm.models.cache import ArraysCache, KVCache, RotatingKVCache
 
 import engine  # noqa: F401  (OpenBLAS before MLX)
 from engine.cache import CacheNamespace, PromptCache
+from tests.engine.prompt_cache_support import (
+    ATOL,
+    N_GEN,
+    NS,
+    assert_continues_like_cold,
+    rand_tokens,
+    run,
+)
 from tests.tiny_models import make_tiny_gemma3_dir, make_tiny_llama_dir, prefill
 
-N_GEN = 6
-ATOL = 1e-3  # log-probability agreement, warm vs cold (a wrong cache is off by > 0.1)
-NS = CacheNamespace(model_id="tiny-llama", tokenizer_hash="tok-a")
 NS_GEMMA = CacheNamespace(model_id="tiny-gemma3", tokenizer_hash="tok-a")
 NS_DRAFT = CacheNamespace(model_id="tiny-llama", tokenizer_hash="tok-a", drafter="tiny-draft")
 
@@ -43,26 +46,9 @@ def gemma(tmp_path_factory):
     return mlx_load(str(path))[0]
 
 
-def rand_tokens(n: int, seed: int) -> list[int]:
-    rng = random.Random(seed)
-    return [rng.randrange(100, 49152) for _ in range(n)]
-
-
-def run(model, prompt: list[int], cache=None, n: int = N_GEN) -> tuple[list[int], np.ndarray]:
-    """Greedy tokens and their log-probabilities (the tiny random llama tends to repeat one
-    token whatever its context, so the tokens alone would hide a wrong cache)."""
-    steps = list(generate_step(mx.array(prompt), model, prompt_cache=cache, max_tokens=n))
-    return [int(t) for t, _ in steps], np.stack([np.array(lp) for _, lp in steps])
-
-
 def assert_same_run(warm, cold) -> None:
     assert warm[0] == cold[0]
     np.testing.assert_allclose(warm[1], cold[1], atol=ATOL)
-
-
-def assert_continues_like_cold(model, match, request: list[int]) -> None:
-    assert all(c.offset == match.tokens for c in match.target)
-    assert_same_run(run(model, request[match.tokens :], match.target), run(model, request))
 
 
 def test_extending_request_restores_stored_prefix(llama):
