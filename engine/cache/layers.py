@@ -214,10 +214,12 @@ def to_cache(state: LayerState) -> Any:
 # --- the plain numpy form ---
 
 
-def numpy_views(state: LayerState) -> dict[str, np.ndarray]:
-    """Read-only numpy views of the (evaluated) arrays, no copy: the disk writer reads them on
-    its own thread while the caller keeps the arrays alive. bf16 is viewed as its uint16 bits."""
+def numpy_views(state: LayerState) -> tuple[dict[str, np.ndarray], list[mx.array]]:
+    """Read-only numpy views of the (evaluated) arrays, no copy, and the MLX arrays they view:
+    the disk writer reads the views on its own thread while the caller keeps those arrays alive
+    (and lets go of them on this thread). bf16 is viewed as its uint16 bits."""
     views: dict[str, np.ndarray] = {}
+    owners: list[mx.array] = []
     for name, a in state.arrays.items():
         if a.dtype == mx.bfloat16:
             a = a.view(mx.uint16)
@@ -225,7 +227,8 @@ def numpy_views(state: LayerState) -> dict[str, np.ndarray]:
         view = np.asarray(memoryview(a))
         view.flags.writeable = False
         views[name] = view
-    return views
+        owners.append(a)
+    return views, owners
 
 
 def from_numpy(info: LayerInfo, arrays: dict[str, np.ndarray]) -> LayerState:

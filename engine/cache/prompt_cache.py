@@ -44,7 +44,12 @@ from engine.cache.layers import (
 from engine.cache.layout import ModelLayouts
 from engine.cache.namespace import CacheNamespace
 from engine.cache.ram_tier import RamTier, StoredEntry
-from engine.cache.settings import DEFAULT_DISK_BYTES, DEFAULT_RAM_BYTES, PromptCacheSettings
+from engine.cache.settings import (
+    DEFAULT_DISK_BYTES,
+    DEFAULT_RAM_BYTES,
+    MIN_RAM_BYTES,
+    PromptCacheSettings,
+)
 from engine.requests import CacheStats
 
 log = logging.getLogger(__name__)
@@ -88,11 +93,12 @@ class PromptCache:
         self._lock = threading.Lock()  # guards the counters (stats() may come from any thread)
         self._counts = CacheStats()
         self._unevaluated: deque[_Unevaluated] = deque()
-        self._writing: list[tuple[WriteJob, StoredEntry]] = []  # arrays the writer still reads
+        self._writing: list[tuple[WriteJob, list[mx.array]]] = []  # what the writer still reads
         self._disk: DiskTier | None = None
         self._loads: DiskLoads | None = None
         if disk_dir is not None:
-            queued = min(MAX_QUEUED_WRITE_BYTES, max(self.ram.limit, 1))
+            # queued writes hold their arrays: at most about what the RAM tier may hold
+            queued = min(MAX_QUEUED_WRITE_BYTES, max(self.ram.limit, MIN_RAM_BYTES))
             self._disk = DiskTier(
                 Path(disk_dir), int(disk_bytes), self._skip, max_queued_bytes=queued
             )
@@ -261,7 +267,7 @@ class PromptCache:
         """Evaluate published entries and convert disk reads, a layer at a time, for about
         `tick_s` (everything when `idle`); queue finished entries for the disk writer."""
         deadline = None if idle else time.perf_counter() + self.tick_s
-        self._writing = [(job, e) for job, e in self._writing if not job.done.is_set()]
+        self._writing = [(job, a) for job, a in self._writing if not job.done.is_set()]
         while len(self._unevaluated) > MAX_UNEVALUATED:
             self._evaluate(self._unevaluated[0], None)  # a backlog: catch up
         while self._unevaluated and self._evaluate(self._unevaluated[0], deadline):
@@ -295,14 +301,17 @@ class PromptCache:
         if disk.has(entry.ns_key, entry.tokens):
             return
         tensors: dict[str, np.ndarray] = {}
+        owners: list[mx.array] = []
         for prefix, states in (("t", entry.target), ("d", entry.draft or [])):
             for i, s in enumerate(states):
-                tensors.update({f"{prefix}{i}.{k}": v for k, v in numpy_views(s).items()})
+                views, arrays = numpy_views(s)
+                tensors.update({f"{prefix}{i}.{k}": v for k, v in views.items()})
+                owners += arrays
         job = WriteJob(
             ns, entry.tokens, entry.target_info, entry.draft_info, tensors, entry.trimmable
         )
         if disk.submit(job):
-            self._writing.append((job, entry))  # keeps the arrays alive while the writer reads
+            self._writing.append((job, owners))  # alive while the writer reads their memory
 
     # --- stats and lifecycle ---
 

@@ -19,7 +19,14 @@ from mlx_lm import load as mlx_load
 import engine  # noqa: F401  (OpenBLAS before MLX)
 from engine.cache import PromptCache
 from engine.cache.namespace import model_identity
-from tests.engine.engine_harness import P_A, TIMEOUT_S, collect, make_prompt, with_engine
+from tests.engine.engine_harness import (
+    P_A,
+    TIMEOUT_S,
+    collect,
+    make_prompt,
+    wait_until,
+    with_engine,
+)
 from tests.engine.prompt_cache_support import (
     LOGGER,
     NS,
@@ -136,15 +143,18 @@ def test_request_with_a_bad_cached_prefix_finishes_like_a_cold_run(tiny, tmp_pat
             while eng.stats().running < 1:
                 await asyncio.sleep(0.01)
         out = await asyncio.wait_for(collect(eng, request(prompt, 8)), TIMEOUT_S)
-        return out, (await running) if running else None, eng.stats().cache
+        other = (await running) if running else None
+        # the engine's stats are published just after the events they follow
+        assert await wait_until(lambda: eng.stats().cache.skipped.get(reason) == 1)
+        return out, other
 
-    out, other, stats = with_engine(tiny.path, body, prompt_cache_dir=str(tmp_path / "cache"))
+    reason = "mismatch" if damage == "mismatched" else "disk-corrupt"
+    out, other = with_engine(tiny.path, body, prompt_cache_dir=str(tmp_path / "cache"))
     assert out.finished.token_ids == tiny.greedy(prompt, 8)
     assert out.finished.stats.cached_tokens == 0
     if other is not None:
         assert other.finished.token_ids == tiny.greedy(P_A, 40)
     assert not path.exists()
-    assert stats.skipped.get("mismatch" if damage == "mismatched" else "disk-corrupt") == 1
 
 
 def request(prompt, max_tokens):
