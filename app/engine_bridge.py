@@ -30,11 +30,14 @@ DEFAULT_STATS_POLL_MS = 250
 
 
 class EngineBridge(QObject):
+    """The engine for the GUI thread: its events as signals, its stats polled, its calls as tasks."""
+
     loadStarted = Signal(str)  # the model being loaded ("" for the default model)
     loadProgress = Signal(str, float)  # message, fraction 0..1 (-1: unknown)
     modelLoaded = Signal(object)  # ModelInfo
     loadFailed = Signal(str)  # a message for the user
     engineError = Signal(str)
+    engineFailed = Signal(str)  # the MLX thread died; every reply ended; `restart()` recovers
     statsUpdated = Signal(object)  # EngineStats
 
     def __init__(
@@ -50,7 +53,7 @@ class EngineBridge(QObject):
         self.engine.add_listener(self._engine_event)
         self.model_info: ModelInfo | None = None
         self.model_spec: str | None = self.engine.config.model
-        self.draft_spec: str | None = getattr(self.engine.config, "draft_model", None)
+        self.draft_spec: str | None = self.engine.config.draft_model
         self.last_error: str | None = None
         self.loading = False
         self._stats = EngineStats()
@@ -70,6 +73,12 @@ class EngineBridge(QObject):
         self.loadStarted.emit(self.model_spec or "")
         self._spawn(self._await_first_load())
 
+    def restart(self) -> None:
+        """Start the engine's MLX thread again after it died, with the model the user had."""
+        self.model_info = None
+        self.draft_spec = None  # the next reply that needs its draft model loads it again
+        self.start()
+
     async def _await_first_load(self) -> None:
         stats = self.engine.stats()
         if stats.status == "ready" and stats.model is not None:
@@ -78,6 +87,9 @@ class EngineBridge(QObject):
             return
         try:
             info = await self.engine.wait_ready()
+            if self.model_spec != self.engine.config.model:
+                # restarted: the engine began with its configured model, the user had switched
+                info = await self.engine.load_model(self.model_spec)
         except Exception as exc:  # noqa: BLE001 - shown to the user
             self._failed(exc)
         else:
@@ -100,10 +112,7 @@ class EngineBridge(QObject):
     async def load_draft_model(self, spec: str | None) -> ModelInfo | None:
         """Load (None: unload) the engine's draft model; raises the engine's refusal (e.g. a
         vocabulary that differs from the target's)."""
-        loader = getattr(self.engine, "load_draft_model", None)
-        if loader is None:
-            raise RuntimeError("this engine cannot load draft models")
-        info = await loader(spec)
+        info = await self.engine.load_draft_model(spec)
         self.draft_spec = spec
         return info
 
@@ -118,6 +127,12 @@ class EngineBridge(QObject):
 
         self.loading = True  # from now on, not only once the task runs
         self._spawn(run())
+
+    async def clear_prompt_cache(self) -> int:
+        """Empty the prompt cache (RAM and disk); returns the bytes freed."""
+        freed = await self.engine.clear_prompt_cache()
+        self.poll_stats()
+        return freed
 
     def close(self) -> None:
         """Stop polling and listening; the engine keeps running (it may be shared)."""
@@ -177,5 +192,9 @@ class EngineBridge(QObject):
         elif isinstance(event, ModelLoadedEvent):
             pass  # reported through the load's own result, with the spec that asked for it
         elif isinstance(event, EngineErrorEvent):
-            if not self.loading:
+            if event.fatal:
+                self.loading = False
+                self.last_error = event.message
+                self.engineFailed.emit(event.message)
+            elif not self.loading:
                 self.engineError.emit(event.message)

@@ -37,6 +37,17 @@ def fmt_percent(fraction: float | None) -> str:
     return "–" if fraction is None else f"{100 * fraction:.0f}%"
 
 
+def fmt_duration(seconds: float) -> str:
+    """A span as people say it: "40 s", "12 min", "2 h 5 min"."""
+    seconds = max(0, round(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min"
+    hours, minutes = divmod(seconds // 60, 60)
+    return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+
+
 def fmt_when(timestamp: float, *, now: float | None = None) -> str:
     now = now or time.time()
     delta = now - timestamp

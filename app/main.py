@@ -12,9 +12,11 @@ import logging
 import os
 import signal
 import sys
+from pathlib import Path
 
 import engine  # noqa: F401 - interposes OpenBLAS before anything loads MLX
-from app.paths import DATA_DIR_ENV, database_path
+from app.paths import DATA_DIR_ENV, data_dir, database_path
+from app.platform_check import EXIT_NO_WINDOW, window_problem
 from app.qt_compat import protect_singleton_refcounts
 
 APP_DISPLAY_NAME = "Tandem"
@@ -34,11 +36,27 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         action="store_true",
         help="start, load the model, print its name and quit (a smoke test for packaging)",
     )
+    parser.add_argument(
+        "--ready-file",
+        metavar="PATH",
+        help="write the model's name to PATH once the window is up and the model loaded",
+    )
     return parser.parse_args(argv)
+
+
+def write_ready_file(path: Path, model_name: str) -> None:
+    """Write the file whole (through a rename), so a reader never sees it half-written."""
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(model_name + "\n")
+    os.replace(partial, path)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    problem = window_problem()  # before Qt, which would abort naming one missing library
+    if problem:
+        print(problem, file=sys.stderr, flush=True)
+        return EXIT_NO_WINDOW
     protect_singleton_refcounts()  # also when `app` was imported as a namespace package
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
@@ -51,6 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     from qasync import QEventLoop
 
     from app.engine_bridge import EngineBridge
+    from app.single_instance import SingleInstance
     from app.store.conversation_store import Store
     from app.theme import app_icon, theme_manager, ui_font
     from app.window.main_window import MainWindow
@@ -64,6 +83,20 @@ def main(argv: list[str] | None = None) -> int:
     app.setWindowIcon(app_icon())
     app.setFont(ui_font())
     app.setQuitOnLastWindowClosed(False)
+
+    # one Tandem per data folder: a second one would mark the first's live replies interrupted
+    folder = data_dir()
+    instance = SingleInstance(folder)
+    if not instance.acquire():
+        reached = instance.activate_owner()
+        owner = instance.owner_pid()
+        print(
+            f"Tandem is already running with the data folder {folder}"
+            + (f" (process {owner})" if owner else "")
+            + ("; its window was brought to the front." if reached else "."),
+            flush=True,
+        )
+        return 0
     loop = QEventLoop(app)
     asyncio.set_event_loop(loop)
 
@@ -74,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     model = args.model if args.model is not None else store.setting(MODEL_KEY)
     bridge = EngineBridge(config=EngineConfig(model=model or None))
     window = MainWindow(store, bridge)
+    instance.activateRequested.connect(window.bring_to_front)
     bridge.modelLoaded.connect(lambda _info: store.set_setting(MODEL_KEY, bridge.model_spec))
     first_failure = {"pending": model is not None and args.model is None}
 
@@ -96,6 +130,8 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, lambda *_: app.closeAllWindows())
 
     def ready(info) -> None:
+        if args.ready_file:
+            write_ready_file(Path(args.ready_file), info.name)
         if args.quit_when_ready:
             print(f"ready: {info.name} ({info.dtype}, {info.parameters:,} parameters)", flush=True)
             app.closeAllWindows()
@@ -120,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     with loop:
         loop.run_until_complete(run())
     store.close()
+    instance.release()
     return 1 if outcome["failed"] else 0
 
 

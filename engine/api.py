@@ -19,6 +19,7 @@ from typing import Any
 
 from engine.config import EngineConfig
 from engine.requests import (
+    EngineErrorEvent,
     EngineEvent,
     EngineStats,
     ErrorEvent,
@@ -27,6 +28,7 @@ from engine.requests import (
     GenerationRequest,
     ModelInfo,
 )
+from engine.validation import refusal
 from engine.worker import EngineWorker
 
 log = logging.getLogger(__name__)
@@ -35,7 +37,11 @@ DEFAULT_STOP_TIMEOUT_S = 30.0
 
 
 class EngineNotStarted(RuntimeError):
-    pass
+    """The engine's thread is not running: call Engine.start()."""
+
+
+class EngineDied(RuntimeError):
+    """The engine's MLX thread ended unexpectedly; Engine.start() starts a new one."""
 
 
 class Engine:
@@ -47,18 +53,22 @@ class Engine:
         self._listeners: list[Callable[[EngineEvent], None]] = []
         self._ready: asyncio.Future | None = None
         self._draft_ready: asyncio.Future | None = None
+        self._pending: set[asyncio.Future] = set()  # answers the MLX thread still owes
 
     # -- life cycle ----------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Start the MLX thread and begin loading the configured model."""
-        if self._worker is not None:
+        """Start the MLX thread and begin loading the configured model (again, after the thread
+        died: see `EngineErrorEvent.fatal`)."""
+        if self._worker is not None and self._worker.is_alive():
             return
+        self._worker = None
         self._loop = asyncio.get_running_loop()
         self._worker = EngineWorker(
             self.config,
             deliver=self._deliver_threadsafe,
             announce=self._announce_threadsafe,
+            died=self._died_threadsafe,
         )
         self._worker.start()
         self._ready = self._post_load(self.config.model)
@@ -102,14 +112,19 @@ class Engine:
 
     @property
     def running(self) -> bool:
-        return self._worker is not None
+        """True while the MLX thread is alive (False before start, after stop, or if it died)."""
+        return self._worker is not None and self._worker.is_alive()
 
     # -- requests ------------------------------------------------------------------------------
 
     def submit(self, request: GenerationRequest) -> AsyncIterator[Event]:
         """Queue a request; iterate the result for its events. Closing the iterator early
-        (break, task cancelled) cancels the request."""
+        (break, task cancelled) cancels the request. A request with a bad field never reaches
+        the engine thread: its stream yields one ErrorEvent naming the field."""
         self._require_started()
+        refused = refusal(request)
+        if refused is not None:
+            return _single(refused)
         if request.request_id in self._streams:
             raise ValueError(f"request id {request.request_id} is already running")
         stream: asyncio.Queue = asyncio.Queue()
@@ -129,6 +144,22 @@ class Engine:
     def cancel(self, request_id: str) -> None:
         if self._worker is not None and request_id in self._streams:
             self._worker.cancel(request_id)
+
+    async def count_tokens(
+        self, messages: list[dict[str, str]], *, continue_reply: bool = False
+    ) -> int:
+        """Prompt tokens these messages make with the loaded model's chat template."""
+        from engine.prompt import apply_chat_template
+
+        def count(loaded: Any) -> int:
+            ids = apply_chat_template(messages, loaded.tokenizer, continue_reply=continue_reply)
+            return len(ids)
+
+        return await self.run_on_engine_thread(lambda: count(self._worker.target))
+
+    async def clear_prompt_cache(self) -> int:
+        """Empty the prompt cache (RAM and disk); returns the bytes freed."""
+        return await self.run_on_engine_thread(self._worker.clear_prompt_cache)
 
     def stats(self) -> EngineStats:
         if self._worker is None:
@@ -172,8 +203,11 @@ class Engine:
         return future
 
     def _resolver(self, future: asyncio.Future) -> Callable[[Any, BaseException | None], None]:
+        self._pending.add(future)
+
         def done(result: Any, error: BaseException | None) -> None:
             def settle() -> None:
+                self._pending.discard(future)
                 if future.done():
                     return
                 if error is not None:
@@ -195,6 +229,21 @@ class Engine:
             if stream is not None:
                 stream.put_nowait(event)
 
+    def _died_threadsafe(self, message: str) -> None:
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._died, message)
+
+    def _died(self, message: str) -> None:
+        """The MLX thread ended without being asked: end every stream and waiting future."""
+        log.error("the engine thread died: %s", message)
+        for request_id, stream in list(self._streams.items()):
+            stream.put_nowait(ErrorEvent(request_id, f"the engine stopped: {message}"))
+        pending, self._pending = self._pending, set()
+        for future in pending | {self._ready, self._draft_ready}:
+            if future is not None and not future.done():
+                future.set_exception(EngineDied(message))
+        self._notify(EngineErrorEvent(f"the engine stopped: {message}", fatal=True))
+
     def _announce_threadsafe(self, event: EngineEvent) -> None:
         if self._loop is not None and not self._loop.is_closed():
             self._loop.call_soon_threadsafe(self._notify, event)
@@ -207,5 +256,9 @@ class Engine:
                 log.exception("engine listener failed")
 
     def _require_started(self) -> None:
-        if self._worker is None:
+        if not self.running:
             raise EngineNotStarted("the engine is not running: call Engine.start() first")
+
+
+async def _single(event: Event) -> AsyncIterator[Event]:
+    yield event

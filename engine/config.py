@@ -1,20 +1,27 @@
-"""The engine's settings, shared by the API and the MLX thread."""
+"""The engine's settings: one object from the API to the scheduler; each default once."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 DEFAULT_PREFILL_CHUNK = 512
 DEFAULT_MAX_BATCH = 16
+DEFAULT_STATS_INTERVAL_S = 0.25  # a running request's StatsEvent at most this often
+DEFAULT_KV_GROUP_SIZE = 64
 
 
 @dataclass(frozen=True)
 class EngineConfig:
+    """Everything the engine is started with."""
+
     model: str | None = None  # a model folder, a Hugging Face repo id in the local cache, or None
     draft_model: str | None = None  # for speculative method "draft"; same tokenizer as model
     prefill_chunk: int = DEFAULT_PREFILL_CHUNK
     max_batch: int = DEFAULT_MAX_BATCH
     max_context: int | None = None  # cap below the model's own context length
+    stats_interval_s: float = DEFAULT_STATS_INTERVAL_S
     # the prompt cache reuses computed prompts across turns, tabs and restarts; None takes the
     # default of engine/cache/settings.py (folder: $TANDEM_PROMPT_CACHE_DIR, else the user cache
     # folder; RAM: DEFAULT_RAM_BYTES; disk: DEFAULT_DISK_BYTES, 0 keeps it in RAM only)
@@ -27,5 +34,8 @@ class EngineConfig:
     # (32, 64, 128) must divide the model's head size; quantize once a cache holds kv_start
     # positions (mlx-lm's quantized_kv_start). Bad settings make the model load fail.
     kv_bits: int | None = None
-    kv_group_size: int = 64
+    kv_group_size: int = DEFAULT_KV_GROUP_SIZE
     kv_start: int = 0
+    # More drafters, by speculative method name, made on the engine thread from the loaded
+    # target (the benchmarks' synthetic drafter); production code registers none.
+    extra_drafters: tuple[tuple[str, Callable[[Any], Any]], ...] = ()

@@ -88,6 +88,9 @@ def _hf_snapshot(repo_id: str, cache: Path) -> Path | None:
     return max(candidates, key=lambda p: p.stat().st_mtime) if candidates else None
 
 
+RANDOM_SPEC_PREFIX = "random:"  # benchmarks: random weights of a preset size
+
+
 def is_default_spec(spec: str | None) -> bool:
     return spec is None or spec.strip() in ("", DEFAULT_SPEC)
 
@@ -220,7 +223,12 @@ def load_model(
     dtype: str | None = None,
     quantize_bits: int | None = None,
 ) -> LoadedModel:
-    """Resolve, check and load a model with mlx-lm (quantized folders included)."""
+    """Resolve, check and load a model with mlx-lm (quantized folders included); a "random:"
+    spec gives a random-weight benchmark model (engine/bench, imported only then)."""
+    if spec is not None and spec.startswith(RANDOM_SPEC_PREFIX):
+        from engine.bench.random_model import load_random
+
+        return load_random(spec)
     report = progress or (lambda message, fraction: None)
     is_default = is_default_spec(spec)
 

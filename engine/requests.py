@@ -9,11 +9,26 @@ import enum
 import uuid
 from dataclasses import dataclass, field
 
+# Defaults, and the largest value a request may set for each size (engine/validation.py checks
+# every field against these in `Engine.submit`, before a request reaches the engine thread).
 DEFAULT_MAX_TOKENS = 512
+MAX_MAX_TOKENS = 1 << 20  # the model's context is the tighter limit, checked at admission
 DEFAULT_DRAFT_TOKENS = 4
 MAX_DRAFT_TOKENS = 16
 DEFAULT_NGRAM_MIN = 1
 DEFAULT_NGRAM_MAX = 4
+MAX_NGRAM = 8  # prompt lookup costs O(search window * n-gram) per round: keep it small
+DEFAULT_REPETITION_CONTEXT = 20
+MAX_REPETITION_CONTEXT = 4096
+MAX_TOP_K = 1 << 20  # above every vocabulary; the model's own size is checked at admission
+MAX_SEED = 2**64 - 1
+MAX_STOP_STRINGS = 16
+MAX_STOP_LENGTH = 256  # characters; every stop is searched for after every token
+MAX_PROMPT_TOKENS = 1 << 20
+MAX_PROMPT_CHARS = 1 << 23  # all messages' text together; tokenized on the engine thread
+MAX_MESSAGES = 10_000
+MAX_REQUEST_ID_LENGTH = 256
+VALID_ROLES = ("system", "user", "assistant", "tool")
 
 
 class FinishReason(str, enum.Enum):
@@ -35,18 +50,20 @@ class SpecMethod(str, enum.Enum):
     DRAFT_MODEL = "draft"
     PROMPT_LOOKUP = "lookup"
     AUTO = "auto"
-    SYNTHETIC = "synthetic"  # benchmarks only: the target's own greedy tokens, corrupted
+    SYNTHETIC = "synthetic"  # benchmarks and tests only: engine/bench/synthetic.py, registered
 
 
 @dataclass(frozen=True)
 class SamplingParams:
-    temperature: float = 0.0
-    top_p: float = 1.0
-    top_k: int = 0
-    min_p: float = 0.0
-    repetition_penalty: float = 1.0
-    repetition_context: int = 20
-    seed: int | None = None
+    """How a row picks its tokens; the ranges are checked at submit (engine/validation.py)."""
+
+    temperature: float = 0.0  # finite, >= 0; 0 is greedy
+    top_p: float = 1.0  # (0, 1]; 1 is off
+    top_k: int = 0  # 0 (off) to the vocabulary size - 1
+    min_p: float = 0.0  # [0, 1); 0 is off
+    repetition_penalty: float = 1.0  # finite, > 0; 1 is off
+    repetition_context: int = DEFAULT_REPETITION_CONTEXT  # 1..MAX_REPETITION_CONTEXT tokens
+    seed: int | None = None  # 0..MAX_SEED; None: a random seed per request
 
     @property
     def greedy(self) -> bool:
@@ -55,38 +72,42 @@ class SamplingParams:
 
 @dataclass(frozen=True)
 class SpeculativeParams:
-    method: SpecMethod = SpecMethod.OFF
-    draft_tokens: int = DEFAULT_DRAFT_TOKENS
-    ngram_min: int = DEFAULT_NGRAM_MIN
+    """Which drafter proposes tokens for a row, and how many; checked at submit."""
+
+    method: SpecMethod = SpecMethod.OFF  # or its value as a string, e.g. "lookup"
+    draft_tokens: int = DEFAULT_DRAFT_TOKENS  # 1..MAX_DRAFT_TOKENS
+    ngram_min: int = DEFAULT_NGRAM_MIN  # 1 <= ngram_min <= ngram_max <= MAX_NGRAM
     ngram_max: int = DEFAULT_NGRAM_MAX
-    synthetic_acceptance: float = 0.7  # only for SpecMethod.SYNTHETIC
-    synthetic_reference: tuple[int, ...] = ()  # SYNTHETIC: the target's greedy reply, known ahead
 
 
 @dataclass
 class GenerationRequest:
     """One chat turn. Give `messages` (the chat template is applied) or `prompt_tokens`."""
 
-    messages: list[dict[str, str]] | None = None
-    prompt_tokens: list[int] | None = None
-    max_tokens: int = DEFAULT_MAX_TOKENS
-    stop: tuple[str, ...] = ()
+    messages: list[dict[str, str]] | None = None  # {"role": one of VALID_ROLES, "content": str}
+    prompt_tokens: list[int] | None = None  # at most MAX_PROMPT_TOKENS ids, each >= 0
+    max_tokens: int = DEFAULT_MAX_TOKENS  # 1..MAX_MAX_TOKENS
+    stop: tuple[str, ...] = ()  # at most MAX_STOP_STRINGS non-empty strings
     sampling: SamplingParams = field(default_factory=SamplingParams)
     speculative: SpeculativeParams = field(default_factory=SpeculativeParams)
-    request_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    request_id: str = field(default_factory=lambda: uuid.uuid4().hex)  # non-empty
+    # The last message is an assistant reply cut short (max tokens): extend it, no new turn.
+    continue_reply: bool = False
 
 
 @dataclass
 class SpecStats:
-    """Speculation counters, as vLLM's SpecDecodingStats defines them."""
+    """Speculation counters, as vLLM's SpecDecodingStats defines them (recorded in
+    engine/speculative/metrics.py); the derived figures are the properties below."""
 
     rounds: int = 0  # verify rounds in which this row had a draft
     draft_tokens: int = 0
     accepted_tokens: int = 0
     accepted_by_position: list[int] = field(default_factory=list)
     drafted_by_position: list[int] = field(default_factory=list)
-    target_forwards: int = 0  # target forwards this row took part in (decode or verify)
-    emitted_tokens: int = 0  # tokens produced by those forwards
+    target_forwards: int = 0  # target forwards that produced tokens of this reply
+    emitted_tokens: int = 0  # tokens those forwards produced (an EOS included)
+    forwards_saved: int = 0  # accepted draft tokens: forwards plain decoding would have needed
     draft_time_s: float = 0.0
     verify_time_s: float = 0.0
     sample_time_s: float = 0.0
@@ -96,6 +117,13 @@ class SpecStats:
         return self.accepted_tokens / self.draft_tokens if self.draft_tokens else 0.0
 
     @property
+    def acceptance_by_position(self) -> list[float]:
+        """The share of drafts that reached each position whose token there was kept."""
+        return [
+            a / d if d else 0.0 for a, d in zip(self.accepted_by_position, self.drafted_by_position)
+        ]
+
+    @property
     def mean_acceptance_length(self) -> float:
         return 1.0 + self.accepted_tokens / self.rounds if self.rounds else 1.0
 
@@ -103,23 +131,39 @@ class SpecStats:
     def tokens_per_forward(self) -> float:
         return self.emitted_tokens / self.target_forwards if self.target_forwards else 0.0
 
-    @property
-    def forwards_saved(self) -> int:
-        return max(0, self.emitted_tokens - self.target_forwards)
-
     def add(self, other: SpecStats) -> None:
-        self.rounds += other.rounds
-        self.draft_tokens += other.draft_tokens
-        self.accepted_tokens += other.accepted_tokens
+        for name in _COUNTERS:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
         self.accepted_by_position = _add_lists(
             self.accepted_by_position, other.accepted_by_position
         )
         self.drafted_by_position = _add_lists(self.drafted_by_position, other.drafted_by_position)
-        self.target_forwards += other.target_forwards
-        self.emitted_tokens += other.emitted_tokens
-        self.draft_time_s += other.draft_time_s
-        self.verify_time_s += other.verify_time_s
-        self.sample_time_s += other.sample_time_s
+
+    def minus(self, earlier: SpecStats) -> SpecStats:
+        """What was counted since `earlier` (a previous value of these totals)."""
+        out = SpecStats(**{n: getattr(self, n) - getattr(earlier, n) for n in _COUNTERS})
+        out.accepted_by_position = _sub_lists(
+            self.accepted_by_position, earlier.accepted_by_position
+        )
+        out.drafted_by_position = _sub_lists(self.drafted_by_position, earlier.drafted_by_position)
+        return out
+
+
+_COUNTERS = (
+    "rounds",
+    "draft_tokens",
+    "accepted_tokens",
+    "target_forwards",
+    "emitted_tokens",
+    "forwards_saved",
+    "draft_time_s",
+    "verify_time_s",
+    "sample_time_s",
+)
+
+
+def _sub_lists(a: list[int], b: list[int]) -> list[int]:
+    return [x - (b[i] if i < len(b) else 0) for i, x in enumerate(a)]
 
 
 def _add_lists(a: list[int], b: list[int]) -> list[int]:
@@ -138,6 +182,10 @@ class RequestStats:
     elapsed_s: float = 0.0
     finish_reason: FinishReason | None = None
     spec: SpecStats = field(default_factory=SpecStats)
+    context_tokens: int = 0  # prompt + generated: the chat's context use after this reply
+    plain_tokens_per_s: float | None = None  # plain decoding measured at this row's batch size
+    recent_acceptance: float | None = None  # draft acceptance over this row's last rounds
+    speculation_note: str | None = None  # why the row runs plain although it asked to speculate
 
 
 # Events: what `Engine.submit` yields. Exactly one of FinishedEvent / ErrorEvent ends a stream.
@@ -156,6 +204,9 @@ class TokenEvent:
     token_ids: list[int]
     text: str  # the text delta; always whole UTF-8 characters
     from_draft: list[bool]  # per token: did it come from an accepted draft
+    # per token, the text it released ("".join == text); empty when token_ids is (text held
+    # back until the reply ended, e.g. a partial stop string)
+    text_pieces: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -206,6 +257,7 @@ class ModelInfo:
     context_length: int | None
     dtype: str
     sliding_window: int | None = None
+    batching_note: str | None = None  # why this model runs one request at a time, if it does
 
 
 @dataclass
@@ -219,7 +271,10 @@ class EngineStats:
     steps: int = 0
     generated_tokens: int = 0
     tokens_per_s: float = 0.0  # over a recent window
-    spec: SpecStats = field(default_factory=SpecStats)
+    spec: SpecStats = field(default_factory=SpecStats)  # since the engine started
+    spec_recent: SpecStats = field(default_factory=SpecStats)  # the last recent_window_s
+    recent_window_s: float = 60.0
+    uptime_s: float = 0.0
     cache: CacheStats = field(default_factory=CacheStats)
     blas: str = ""
     device: str = ""
@@ -244,6 +299,7 @@ class ModelLoadedEvent:
 @dataclass
 class EngineErrorEvent:
     message: str
+    fatal: bool = False  # the MLX thread died: every stream ended; Engine.start() restarts
 
 
 EngineEvent = LoadProgressEvent | ModelLoadedEvent | EngineErrorEvent

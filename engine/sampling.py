@@ -15,6 +15,7 @@ import mlx.core as mx
 from mlx_lm.sample_utils import apply_min_p, apply_top_k, apply_top_p
 
 from engine.requests import SamplingParams
+from engine.validation import check_sampling, check_top_k
 
 DEFAULT_MIN_TOKENS_TO_KEEP = 1
 KEY_STRIDE = 0x9E3779B97F4A7C15  # odd: distinct positions give distinct seeds
@@ -22,16 +23,8 @@ KEY_STRIDE = 0x9E3779B97F4A7C15  # odd: distinct positions give distinct seeds
 
 def validate_sampling(params: SamplingParams, vocab_size: int) -> None:
     """Raise ValueError with a readable message for settings that cannot work."""
-    if params.temperature < 0:
-        raise ValueError(f"temperature must be >= 0, got {params.temperature}")
-    if not 0.0 < params.top_p <= 1.0:
-        raise ValueError(f"top-p must be in (0, 1], got {params.top_p}")
-    if params.top_k < 0 or params.top_k >= vocab_size:
-        raise ValueError(f"top-k must be between 0 (off) and {vocab_size - 1}, got {params.top_k}")
-    if not 0.0 <= params.min_p < 1.0:
-        raise ValueError(f"min-p must be in [0, 1), got {params.min_p}")
-    if params.repetition_penalty <= 0:
-        raise ValueError(f"repetition penalty must be > 0, got {params.repetition_penalty}")
+    check_sampling(params)
+    check_top_k(params.top_k, vocab_size=vocab_size)
 
 
 @dataclass
@@ -127,17 +120,22 @@ def sample_rows(
     samplers: list[RowSampler],
     contexts: list[mx.array | None],
     positions: list[int],
-) -> mx.array:
+) -> tuple[mx.array, dict[int, str]]:
     """Sample the last position of each row of [B, V] logits, the reply's token number
-    `positions[i]` for row i; one batched argmax when all greedy."""
+    `positions[i]` for row i; one batched argmax when all greedy. Returns the [B] tokens and
+    the rows whose sampler raised (their message; their token is a placeholder)."""
     if all(s.greedy and not s.uses_context for s in samplers):
         # argmax of log-probabilities, as mlx-lm does, so near-ties break the same way
-        return mx.argmax(log_softmax(logits), axis=-1).astype(mx.uint32)
-    tokens = []
+        return mx.argmax(log_softmax(logits), axis=-1).astype(mx.uint32), {}
+    tokens, failures = [], {}
     for i, sampler in enumerate(samplers):
-        row = sampler.process(logits[i : i + 1], contexts[i])
-        tokens.append(sampler.sample(log_softmax(row), positions[i]))
-    return mx.concatenate(tokens, axis=0)
+        try:
+            row = sampler.process(logits[i : i + 1], contexts[i])
+            tokens.append(sampler.sample(log_softmax(row), positions[i]))
+        except Exception as exc:  # noqa: BLE001 - one row's sampler fails that row only
+            failures[i] = f"sampling failed: {exc}"
+            tokens.append(mx.zeros((1,), dtype=mx.uint32))
+    return mx.concatenate(tokens, axis=0), failures
 
 
 def sample_positions(
@@ -146,23 +144,31 @@ def sample_positions(
     contexts: list[list[mx.array | None]],
     lengths: list[int],
     positions: list[int],
-) -> list[list[int]]:
-    """Target tokens at the first `lengths[i]` positions of row i of [B, N, V] verify logits,
-    which are the reply's tokens number positions[i], positions[i] + 1, ...
+    starts: list[int] | None = None,
+) -> tuple[list[list[int] | None], dict[int, str]]:
+    """Target tokens at `lengths[i]` positions of row i of [B, N, V] verify logits, from
+    `starts[i]` (default 0), which are the reply's tokens number positions[i], positions[i] + 1,
+    ...; and the rows whose sampler raised (None in the tokens, their message in the dict).
 
     `contexts[i][j]` is row i's token context for position j (repetition penalty), or None.
     Each position draws with the key a plain decode step would use for it.
     """
+    starts = starts or [0] * len(samplers)
     if all(s.greedy and not s.uses_context for s in samplers):
         tokens = greedy_tokens(logits)
-        return [t[:n] for t, n in zip(tokens, lengths)]
-    rows = []
+        return [t[a : a + n] for t, a, n in zip(tokens, starts, lengths)], {}
+    rows: list[mx.array | None] = []
+    failures: dict[int, str] = {}
     for i, sampler in enumerate(samplers):
-        row = logits[i, : lengths[i]]
-        if sampler.uses_context:
-            row = mx.concatenate(
-                [sampler.process(row[j : j + 1], contexts[i][j]) for j in range(row.shape[0])]
-            )
-        rows.append(sampler.sample(log_softmax(row), positions[i]))
-    mx.eval(rows)
-    return [r.tolist() for r in rows]
+        try:
+            row = logits[i, starts[i] : starts[i] + lengths[i]]
+            if sampler.uses_context:
+                row = mx.concatenate(
+                    [sampler.process(row[j : j + 1], contexts[i][j]) for j in range(row.shape[0])]
+                )
+            rows.append(sampler.sample(log_softmax(row), positions[i]))
+        except Exception as exc:  # noqa: BLE001 - one row's sampler fails that row only
+            failures[i] = f"sampling failed: {exc}"
+            rows.append(None)
+    mx.eval([r for r in rows if r is not None])
+    return [r.tolist() if r is not None else None for r in rows], failures

@@ -6,14 +6,27 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+CONTINUATION_PRIME = "\x00"  # stands for the reply so far, which this stream does not repeat
+
 
 @dataclass
 class TextStream:
+    """One reply's text as tokens arrive, cut at the first stop string."""
+
     detokenizer: Any  # mlx-lm StreamingDetokenizer (its own copy per request)
     stop: tuple[str, ...] = ()
+    # Continuing an earlier reply: mlx-lm's detokenizers drop a reply's leading space, which
+    # belongs in a continuation ("This is" + " the"); primed text makes them keep it.
+    continues: bool = False
     emitted: int = 0  # characters of `text` already handed out
     stopped: bool = False
     _text: str = field(default="")
+
+    def __post_init__(self) -> None:
+        self._skip = 0
+        if self.continues:
+            self.detokenizer.text = CONTINUATION_PRIME
+            self._skip = len(CONTINUATION_PRIME)
 
     @property
     def text(self) -> str:
@@ -25,14 +38,14 @@ class TextStream:
         if self.stopped:
             return ""
         self.detokenizer.add_token(token)
-        self._text = self.detokenizer.text
+        self._text = self.detokenizer.text[self._skip :]
         return self._release()
 
     def finish(self) -> str:
         """Flush what the detokenizer held back (the reply ended)."""
         if not self.stopped:
             self.detokenizer.finalize()
-            self._text = self.detokenizer.text
+            self._text = self.detokenizer.text[self._skip :]
         delta = self._release(final=True)
         return delta
 

@@ -1,7 +1,8 @@
-"""The one thread that owns every MLX call: models, caches and the scheduler loop.
+"""The one thread that owns every MLX call: models, caches and the engine's step loop.
 
 Commands arrive on a queue; results leave as plain Python values through `deliver`, which the
-API points at `loop.call_soon_threadsafe`. The thread blocks on its queue while idle.
+API points at `loop.call_soon_threadsafe`. The thread blocks on its queue while idle. If it ever
+dies, `died` says why, so that nothing waits for it forever.
 """
 
 from __future__ import annotations
@@ -29,12 +30,15 @@ from engine.requests import (
     LoadProgressEvent,
     ModelLoadedEvent,
 )
+from engine.speculative.metrics import RecentTotals
 
 log = logging.getLogger(__name__)
 
 DEFAULT_IDLE_WAIT_S = 0.5
 DEFAULT_RATE_WINDOW_S = 3.0
 DEFAULT_STATS_PUBLISH_S = 0.1
+
+Done = Callable[[Any, BaseException | None], None]
 
 
 @dataclass
@@ -50,13 +54,13 @@ class _Cancel:
 @dataclass
 class _Load:
     model: str | None
-    done: Callable[[Any, BaseException | None], None]
+    done: Done
 
 
 @dataclass
 class _LoadDraft:
     model: str | None  # None unloads the draft model
-    done: Callable[[Any, BaseException | None], None]
+    done: Done
 
 
 @dataclass
@@ -69,7 +73,7 @@ class _Call:
     """Run a function on the MLX thread (tests, tools); its result goes to `done`."""
 
     fn: Callable[[], Any]
-    done: Callable[[Any, BaseException | None], None]
+    done: Done
 
 
 @dataclass
@@ -85,25 +89,31 @@ class _Rate:
 
 
 class EngineWorker(threading.Thread):
+    """The MLX thread: runs commands and the engine's steps."""
+
     def __init__(
         self,
         config: EngineConfig,
         *,
         deliver: Callable[[list[Event]], None],
         announce: Callable[[EngineEvent], None],
+        died: Callable[[str], None] | None = None,
     ) -> None:
         super().__init__(name="tandem-mlx", daemon=True)
         self.config = config
         self._deliver = deliver
         self._announce = announce
+        self._died = died
         self._commands: queue.Queue = queue.Queue()
-        self._scheduler = None
+        self.core = None  # engine.core.engine_core.EngineCore, once a model is loaded
         self._target = None
         self._stats = EngineStats(status="stopped")
         self._stats_lock = threading.Lock()
         self._rate = _Rate()
+        self._recent = RecentTotals()
         self._prompt_cache = None  # engine.cache.PromptCache, made on this thread
         self._last_publish = 0.0
+        self._started_at = time.perf_counter()
 
     # -- called from other threads -------------------------------------------------------------
 
@@ -116,15 +126,13 @@ class EngineWorker(threading.Thread):
     def cancel(self, request_id: str) -> None:
         self.post(_Cancel(request_id))
 
-    def load(self, model: str | None, done: Callable[[Any, BaseException | None], None]) -> None:
+    def load(self, model: str | None, done: Done) -> None:
         self.post(_Load(model, done))
 
-    def load_draft(
-        self, model: str | None, done: Callable[[Any, BaseException | None], None]
-    ) -> None:
+    def load_draft(self, model: str | None, done: Done) -> None:
         self.post(_LoadDraft(model, done))
 
-    def call(self, fn: Callable[[], Any], done: Callable[[Any, BaseException | None], None]):
+    def call(self, fn: Callable[[], Any], done: Done) -> None:
         self.post(_Call(fn, done))
 
     def stop(self) -> None:
@@ -134,14 +142,36 @@ class EngineWorker(threading.Thread):
         with self._stats_lock:
             return copy.deepcopy(self._stats)
 
+    # -- for calls on this thread --------------------------------------------------------------
+
+    @property
+    def target(self) -> Any:
+        """The loaded target model (engine.models.LoadedModel)."""
+        if self._target is None:
+            raise RuntimeError("no model is loaded")
+        return self._target
+
+    def clear_prompt_cache(self) -> int:
+        """Empty the prompt cache's RAM and disk tiers; bytes freed."""
+        return self._prompt_cache.clear() if self._prompt_cache is not None else 0
+
     # -- the thread ----------------------------------------------------------------------------
 
     def run(self) -> None:
+        try:
+            self._run()
+        except BaseException as exc:  # noqa: BLE001 - reported, so nothing waits forever
+            log.exception("the engine thread died")
+            self._set_status("error", error=f"the engine thread died: {exc!r}")
+            if self._died is not None:
+                self._died(repr(exc))
+
+    def _run(self) -> None:
         if self.config.log_blas:
             blas.log_blas()
         running = True
         while running:
-            busy = self._scheduler is not None and self._scheduler.has_work()
+            busy = self.core is not None and self.core.has_work()
             try:
                 command = self._commands.get(block=not busy, timeout=DEFAULT_IDLE_WAIT_S)
             except queue.Empty:
@@ -154,12 +184,12 @@ class EngineWorker(threading.Thread):
                     command = self._commands.get_nowait()
                 except queue.Empty:
                     command = None
-            if running and self._scheduler is not None and self._scheduler.has_work():
+            if running and self.core is not None and self.core.has_work():
                 self._step()
             elif running:
                 self._publish_stats(force=False)
             if running and self._prompt_cache is not None:  # its work between steps, bounded
-                busy = self._scheduler is not None and self._scheduler.has_work()
+                busy = self.core is not None and self.core.has_work()
                 self._prompt_cache.tick(idle=not busy)
         self._drain_on_stop()
 
@@ -167,13 +197,13 @@ class EngineWorker(threading.Thread):
         if isinstance(command, _Stop):
             return False
         if isinstance(command, _Submit):
-            if self._scheduler is None:
+            if self.core is None:
                 self._deliver([ErrorEvent(command.request.request_id, "no model is loaded")])
             else:
-                self._deliver(self._scheduler.add(command.request))
+                self._deliver(self.core.add(command.request))
         elif isinstance(command, _Cancel):
-            if self._scheduler is not None:
-                self._scheduler.cancel(command.request_id)
+            if self.core is not None:
+                self.core.cancel(command.request_id)
         elif isinstance(command, _Load):
             self._load(command)
         elif isinstance(command, _LoadDraft):
@@ -188,32 +218,31 @@ class EngineWorker(threading.Thread):
         return True
 
     def _step(self) -> None:
-        try:
-            events = self._scheduler.step()
-        except Exception as exc:  # noqa: BLE001 - the engine must survive a scheduler bug
-            log.exception("scheduler step failed")
-            self._announce(EngineErrorEvent(f"engine step failed: {exc}"))
-            return
+        events = self.core.step()
         if events:
             self._deliver(events)
         ended = any(isinstance(e, FinishedEvent | ErrorEvent) for e in events)
         self._publish_stats(force=ended)
 
+    # -- models --------------------------------------------------------------------------------
+
     def _load(self, command: _Load) -> None:
         from engine.cache.kv_quant import KVQuant
-        from engine.random_model import load_any as load_model
-        from engine.scheduler import Scheduler, SchedulerConfig
-
-        self._set_status("loading")
-        if self._scheduler is not None:
-            self._scheduler.cancel_all("the model is being switched")
-            self._deliver(self._scheduler.step())
+        from engine.core.engine_core import EngineCore
+        from engine.models import load_model, resolve_model
 
         def progress(message: str, fraction: float) -> None:
             self._announce(LoadProgressEvent(message, fraction))
 
+        self._set_status("loading")
         try:
             kv = KVQuant.of(self.config)  # bad settings fail the load with a clear message
+            if not (command.model or "").startswith("random:"):
+                resolve_model(command.model, progress=progress)  # a bad folder: nothing stops
+            if self.core is not None:
+                self.core.scheduler.cancel_all("the model is being switched")
+                self._deliver(self.core.step())
+                self.core = self._target = None
             target = load_model(command.model, progress=progress)
             if kv is not None:
                 kv.check_model(target.model)
@@ -224,18 +253,7 @@ class EngineWorker(threading.Thread):
             command.done(None, exc)
             return
         self._target = target
-        self._scheduler = Scheduler(
-            target,
-            reuse=self._make_reuse(target),
-            config=SchedulerConfig(
-                prefill_chunk=self.config.prefill_chunk,
-                max_batch=self.config.max_batch,
-                max_context=self.config.max_context,
-                kv_bits=self.config.kv_bits,
-                kv_group_size=self.config.kv_group_size,
-                kv_start=self.config.kv_start,
-            ),
-        )
+        self.core = EngineCore(target, config=self.config, reuse=self._make_reuse(target))
         with self._stats_lock:
             self._stats.model = target.info
             self._stats.draft_model = None
@@ -254,8 +272,7 @@ class EngineWorker(threading.Thread):
 
             if self._prompt_cache is None:
                 self._prompt_cache = PromptCache.from_config(self.config)
-            kv = KVQuant.of(self.config)
-            return PromptReuse(self._prompt_cache, target, kv=kv)
+            return PromptReuse(self._prompt_cache, target, kv=KVQuant.of(self.config))
         except Exception:  # noqa: BLE001 - the engine works without a prompt cache
             log.exception("prompt cache unavailable")
             return None
@@ -264,11 +281,11 @@ class EngineWorker(threading.Thread):
         from engine.models import ModelLoadError, check_draft_compatible, load_model
         from engine.speculative.draft_model import DraftModelDrafter
 
-        if self._scheduler is None:
+        if self.core is None:
             command.done(None, ModelLoadError("load a target model before a draft model"))
             return
         if command.model is None:
-            self._scheduler.set_draft(None)
+            self.core.set_drafter(None, name=DraftModelDrafter.name)
             with self._stats_lock:
                 self._stats.draft_model = None
             command.done(None, None)
@@ -276,16 +293,19 @@ class EngineWorker(threading.Thread):
         try:
             draft = load_model(command.model)
             check_draft_compatible(self._target, draft)
+            drafter = DraftModelDrafter(draft, prefill_chunk=self.config.prefill_chunk)
         except Exception as exc:  # noqa: BLE001 - reported to the caller, engine keeps going
             log.warning("draft model load failed: %s", exc)
             self._announce(EngineErrorEvent(str(exc)))
             command.done(None, exc)
             return
-        self._scheduler.set_draft(DraftModelDrafter(draft))
+        self.core.set_drafter(drafter)
         with self._stats_lock:
             self._stats.draft_model = draft.info
         self._announce(ModelLoadedEvent(self._target.info, draft.info))
         command.done(draft.info, None)
+
+    # -- stats ---------------------------------------------------------------------------------
 
     def _set_status(self, status: str, *, error: str | None = None) -> None:
         with self._stats_lock:
@@ -297,28 +317,33 @@ class EngineWorker(threading.Thread):
         if not force and now - self._last_publish < DEFAULT_STATS_PUBLISH_S:
             return
         self._last_publish = now
-        s = self._scheduler
-        if s is None:
+        if self.core is None:
             return
+        s = self.core.scheduler
         running, waiting = s.counts()
-        rate = self._rate.add(now, s.generated_tokens)
+        generated = s.out.generated_tokens
+        rate = self._rate.add(now, generated)
+        spec = s.spec_snapshot()
         with self._stats_lock:
             st = self._stats
             st.running, st.waiting = running, waiting
-            st.batch_size = len(s.batch)
+            st.batch_size = len(s.running)
             st.steps = s.steps
-            st.generated_tokens = s.generated_tokens
+            st.generated_tokens = generated
             st.tokens_per_s = rate if (running or waiting) else 0.0
-            st.spec = s.spec_snapshot()
+            st.uptime_s = now - self._started_at
+            st.spec = spec
+            st.spec_recent = self._recent.update(now, spec)
+            st.recent_window_s = self._recent.window_s
             if self._prompt_cache is not None:
                 st.cache = self._prompt_cache.stats()
             st.blas = blas.info().name
             st.device = _device_name()
 
     def _drain_on_stop(self) -> None:
-        if self._scheduler is not None:
-            self._scheduler.cancel_all("the engine stopped")
-            self._deliver(self._scheduler.step())
+        if self.core is not None:
+            self.core.scheduler.cancel_all("the engine stopped")
+            self._deliver(self.core.step())
         if self._prompt_cache is not None:
             self._prompt_cache.close()  # finishes pending disk writes
         self._set_status("stopped")

@@ -50,7 +50,7 @@ def _save(
     group_size: int,
     tokenizer_src: Path | None,
 ) -> Path:
-    from mlx_lm.utils import _get_classes
+    from engine.cache.mlx_lm_private import model_classes as _get_classes
 
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
@@ -139,6 +139,59 @@ def make_tiny_gemma3_dir(
         "max_position_embeddings": 4096,
         "rope_theta": 1_000_000.0,
         "rope_local_base_freq": 10_000.0,
+        "eos_token_id": 2,
+        "bos_token_id": 1,
+    }
+    config.update(overrides)
+    return _save(
+        path,
+        config,
+        seed=seed,
+        quantize_bits=quantize_bits,
+        group_size=group_size,
+        tokenizer_src=tokenizer_src,
+    )
+
+
+def make_tiny_qwen3_next_dir(
+    path: Path,
+    *,
+    vocab_size: int = DEFAULT_TINY_VOCAB,
+    hidden_size: int = DEFAULT_TINY_HIDDEN,
+    num_layers: int = 4,
+    seed: int = 0,
+    quantize_bits: int | None = None,
+    group_size: int = 32,
+    tokenizer_src: Path | None = None,
+    **overrides: Any,
+) -> Path:
+    """A random Qwen3-Next (the Qwen3.5 family's hybrid): gated-delta linear attention layers
+    (ArraysCache: conv and recurrent state) with a full attention layer every fourth."""
+    config: dict[str, Any] = {
+        "model_type": "qwen3_next",
+        "hidden_size": hidden_size,
+        "num_hidden_layers": num_layers,
+        "intermediate_size": hidden_size * 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 16,
+        "linear_num_value_heads": 4,
+        "linear_num_key_heads": 2,
+        "linear_key_head_dim": 16,
+        "linear_value_head_dim": 16,
+        "linear_conv_kernel_dim": 4,
+        "num_experts": 4,
+        "num_experts_per_tok": 2,
+        "decoder_sparse_step": 1,
+        "shared_expert_intermediate_size": hidden_size,
+        "mlp_only_layers": [],
+        "moe_intermediate_size": hidden_size,
+        "rms_norm_eps": 1e-6,
+        "vocab_size": vocab_size,
+        "rope_theta": 10000.0,
+        "partial_rotary_factor": 0.5,
+        "max_position_embeddings": 4096,
+        "full_attention_interval": 4,
         "eos_token_id": 2,
         "bos_token_id": 1,
     }

@@ -1,10 +1,11 @@
 """Markdown into a QTextDocument, styled for the chat: code blocks become a framed table with
-the language and a "Copy" link (anchor copy:N) in monospace, inline code gets a tint, and replies
-can show the characters that came from accepted drafts."""
+the language and a "Copy" link (anchor copy:N) over syntax-coloured monospace, inline code gets a
+tint, and replies can show the characters that came from accepted drafts."""
 
 from __future__ import annotations
 
 import html
+import re
 from dataclasses import dataclass, field
 
 from PySide6.QtGui import (
@@ -21,9 +22,12 @@ from PySide6.QtGui import (
     QTextTableFormat,
 )
 
+from app.chat.code_highlight import highlight
 from app.theme import Theme, monospace_font
 
 COPY_SCHEME = "copy"
+COPY_TEXT = "Copy"
+COPIED_TEXT = "Copied ✓"
 DEFAULT_CODE_PADDING = 8
 CODE_FONT_SCALE = 0.95
 
@@ -50,7 +54,7 @@ def render(doc: QTextDocument, text: str, *, options: RenderOptions) -> RenderRe
         return RenderResult()
     doc.setMarkdown(text, QTextDocument.MarkdownFeature.MarkdownDialectGitHub)
     _style_inline(doc, options)
-    blocks = _frame_code_blocks(doc, options)
+    blocks = _frame_code_blocks(doc, text, options)
     if options.highlight_drafts and options.draft_spans:
         _highlight(doc, text, options)
     return RenderResult(code_blocks=blocks)
@@ -81,17 +85,40 @@ _FRAME_MARKS = ("\ufdd0", "\ufdd1")  # where a table (our code blocks) begins an
 _SEPARATORS = ("\u2029", "\u2028", *_FRAME_MARKS)
 
 
+def _copy_links(doc: QTextDocument) -> dict[int, tuple[int, int]]:
+    """Code block index -> [start, end) of the copy link `_frame_code_blocks` added for it."""
+    found: dict[int, tuple[int, int]] = {}
+    prefix = COPY_SCHEME + ":"
+    block = doc.begin()
+    while block.isValid():
+        it = block.begin()
+        while not it.atEnd():
+            fragment = it.fragment()
+            href = fragment.charFormat().anchorHref()
+            if href.startswith(prefix) and href[len(prefix) :].isdigit():
+                start = fragment.position()
+                found[int(href[len(prefix) :])] = (start, start + fragment.length())
+            it += 1
+        block = block.next()
+    return found
+
+
 def _inserted_links(doc: QTextDocument) -> list[tuple[int, int]]:
     """[start, end) of the copy links `_frame_code_blocks` added."""
-    found = []
+    return sorted(_copy_links(doc).values())
+
+
+def set_copy_label(doc: QTextDocument, index: int, text: str) -> bool:
+    """Relabel code block `index`'s copy link (e.g. "Copied ✓"); False if it is not there."""
+    span = _copy_links(doc).get(index)
+    if span is None:
+        return False
     cursor = QTextCursor(doc)
-    while True:
-        cursor = doc.find("Copy", cursor)
-        if cursor.isNull():
-            return found
-        fmt = cursor.charFormat()
-        if fmt.isAnchor() and fmt.anchorHref().startswith(COPY_SCHEME + ":"):
-            found.append((cursor.selectionStart(), cursor.selectionEnd()))
+    cursor.setPosition(span[0])
+    cursor.setPosition(span[1], QTextCursor.MoveMode.KeepAnchor)
+    fmt = cursor.charFormat()
+    cursor.insertText(text, fmt)
+    return True
 
 
 def _highlight(doc: QTextDocument, source: str, options: RenderOptions) -> None:
@@ -106,13 +133,16 @@ def _highlight(doc: QTextDocument, source: str, options: RenderOptions) -> None:
     tint = QTextCharFormat()
     tint.setBackground(options.theme.color("draft"))
     tint.setForeground(options.theme.color("draft_text"))
+    last = doc.characterCount() - 1  # the final paragraph separator cannot be selected
     run_start = previous = None
     for pos in positions + [None]:
         if run_start is not None and (pos is None or pos != previous + 1):
-            cursor = QTextCursor(doc)
-            cursor.setPosition(run_start)
-            cursor.setPosition(previous + 1, QTextCursor.MoveMode.KeepAnchor)
-            cursor.mergeCharFormat(tint)
+            end = min(previous + 1, last)
+            if end > run_start:
+                cursor = QTextCursor(doc)
+                cursor.setPosition(run_start)
+                cursor.setPosition(end, QTextCursor.MoveMode.KeepAnchor)
+                cursor.mergeCharFormat(tint)
             run_start = None
         if pos is not None and run_start is None:
             run_start = pos
@@ -182,31 +212,73 @@ def _style_inline(doc: QTextDocument, options: RenderOptions) -> None:
         block = block.next()
 
 
-def _code_groups(doc: QTextDocument) -> list[tuple[int, int, str, str]]:
-    """(start, end, language, code) of each run of fenced-code blocks."""
+def fence_line_counts(source: str) -> list[int]:
+    """Lines of code in each fenced block of the Markdown source, in order (an unclosed last
+    fence, as while a reply streams, counts what it has so far)."""
+    counts: list[int] = []
+    fence: str | None = None
+    lines = 0
+    for line in source.split("\n"):
+        match = _FENCE.match(line)
+        if fence is None:
+            if match and not (match.group(1)[0] == "`" and "`" in match.group(2)):
+                fence, lines = match.group(1), 0
+        elif (
+            match
+            and match.group(1)[0] == fence[0]
+            and len(match.group(1)) >= len(fence)
+            and not match.group(2).strip()
+        ):
+            counts.append(lines)
+            fence = None
+        else:
+            lines += 1
+    if fence is not None:
+        counts.append(lines)
+    return counts
+
+
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
+
+
+def _code_groups(doc: QTextDocument, source: str) -> list[tuple[int, int, str, str]]:
+    """(start, end, language, code) of each fenced code block. Qt's blocks do not say where one
+    fence ends and the next begins when nothing stands between them: the source's line counts
+    (or a change of language) do."""
+    counts = fence_line_counts(source)
     groups: list[tuple[int, int, str, str]] = []
-    block = doc.begin()
     current: list | None = None
+
+    def close() -> None:
+        groups.append((current[0], current[1], current[2], "\n".join(current[3])))
+
+    block = doc.begin()
     while block.isValid():
         fmt = block.blockFormat()
         if fmt.hasProperty(QTextFormat.Property.BlockCodeFence):
             language = fmt.stringProperty(QTextFormat.Property.BlockCodeLanguage)
+            expected = counts[len(groups)] if len(groups) < len(counts) else None
+            if current is not None and (
+                language != current[2] or (expected and len(current[3]) >= expected)
+            ):
+                close()
+                current = None
             if current is None:
                 current = [block.position(), 0, language, []]
             current[1] = block.position() + block.length() - 1
             current[3].append(block.text())
         elif current is not None:
-            groups.append((current[0], current[1], current[2], "\n".join(current[3])))
+            close()
             current = None
         block = block.next()
     if current is not None:
-        groups.append((current[0], current[1], current[2], "\n".join(current[3])))
+        close()
     return groups
 
 
-def _frame_code_blocks(doc: QTextDocument, options: RenderOptions) -> list[str]:
+def _frame_code_blocks(doc: QTextDocument, source: str, options: RenderOptions) -> list[str]:
     theme = options.theme
-    groups = _code_groups(doc)
+    groups = _code_groups(doc, source)
     mono = monospace_font(options.base_font.pointSizeF() * CODE_FONT_SCALE)
     small = QFont(options.base_font)
     small.setPointSizeF(options.base_font.pointSizeF() * 0.85)
@@ -234,7 +306,7 @@ def _frame_code_blocks(doc: QTextDocument, options: RenderOptions) -> list[str]:
         link.setAnchorHref(f"{COPY_SCHEME}:{index}")
         link.setForeground(theme.color("accent"))
         link.setToolTip("Copy this code")
-        head_cursor.insertText("Copy", link)
+        head_cursor.insertText(COPY_TEXT, link)
         # body: the code, monospace, as is
         body = table.cellAt(1, 0)
         body_format = body.format().toTableCellFormat()
@@ -248,7 +320,15 @@ def _frame_code_blocks(doc: QTextDocument, options: RenderOptions) -> list[str]:
         block_format = QTextBlockFormat()
         block_format.setNonBreakableLines(True)
         body_cursor.setBlockFormat(block_format)
-        body_cursor.insertText(code, code_format)
+        for run in highlight(code, language, theme=theme.name):
+            run_format = QTextCharFormat(code_format)
+            if run.color:
+                run_format.setForeground(QColor(run.color))
+            if run.bold:
+                run_format.setFontWeight(QFont.Weight.Bold)
+            if run.italic:
+                run_format.setFontItalic(True)
+            body_cursor.insertText(run.text, run_format)
     return [group[3] for group in groups]
 
 

@@ -1,19 +1,30 @@
 """A message's text: Markdown in a read-only QTextBrowser that is as tall as its text, whose
-code blocks carry a "Copy" link."""
+code blocks carry a "Copy" link that says "Copied" for a moment once clicked."""
 
 from __future__ import annotations
 
 import math
 
-from PySide6.QtCore import QSize, Qt, QUrl, Signal
+from PySide6.QtCore import QSize, Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import QDesktopServices, QFont, QGuiApplication
 from PySide6.QtWidgets import QFrame, QSizePolicy, QTextBrowser
 
-from app.chat.markdown_render import COPY_SCHEME, RenderOptions, render
+from app.chat.markdown_render import (
+    COPIED_TEXT,
+    COPY_SCHEME,
+    COPY_TEXT,
+    RenderOptions,
+    render,
+    set_copy_label,
+)
 from app.theme import Theme
+
+COPIED_FEEDBACK_MS = 1500
 
 
 class MessageBody(QTextBrowser):
+    """Rendered Markdown, sized to its text, with copyable code blocks."""
+
     codeCopied = Signal(int)  # the code block's index
 
     def __init__(self, parent=None) -> None:
@@ -57,9 +68,15 @@ class MessageBody(QTextBrowser):
         return list(self._code_blocks)
 
     def copy_code(self, index: int) -> None:
+        """Copy code block `index`; its link says "Copied" for a moment."""
         if 0 <= index < len(self._code_blocks):
             QGuiApplication.clipboard().setText(self._code_blocks[index])
+            if set_copy_label(self.document(), index, COPIED_TEXT):
+                QTimer.singleShot(COPIED_FEEDBACK_MS, self, lambda: self._copy_done(index))
             self.codeCopied.emit(index)
+
+    def _copy_done(self, index: int) -> None:
+        set_copy_label(self.document(), index, COPY_TEXT)
 
     def _render(self) -> None:
         self._pending = False

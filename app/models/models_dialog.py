@@ -1,5 +1,6 @@
 """The Models window: models found (built in, Hugging Face cache, added folders), their size,
-the loaded model's memory, load / switch, and clear errors for folders that are not models."""
+the loaded model's memory, load / switch, clear errors for folders that are not models, and the
+prompt cache's size on disk (with "Clear prompt cache")."""
 
 from __future__ import annotations
 
@@ -21,17 +22,22 @@ from PySide6.QtWidgets import (
 from app.engine_bridge import EngineBridge
 from app.formatting import fmt_bytes, fmt_count
 from app.models.model_catalog import ModelEntry, list_models, validate_folder
+from app.models.prompt_cache_clearer import PromptCacheClearer
 from app.store.conversation_store import Store
-from engine.requests import ModelInfo
+from engine.requests import EngineStats, ModelInfo
 
 MODEL_DIRS_KEY = "model_dirs"
 COLUMNS = ("Name", "Source", "Size", "Location")
 
 
 class ModelsDialog(QDialog):
+    """Pick, add and load models; see and clear the prompt cache."""
+
     modelsChanged = Signal(list)  # list[ModelEntry], after a refresh
 
-    def __init__(self, bridge: EngineBridge, store: Store, parent=None) -> None:
+    def __init__(
+        self, bridge: EngineBridge, store: Store, clearer: PromptCacheClearer, parent=None
+    ) -> None:
         super().__init__(parent)
         self.setWindowTitle("Models")
         self.resize(760, 440)
@@ -75,6 +81,21 @@ class ModelsDialog(QDialog):
         self.load_button.clicked.connect(self.load_selected)
         close = QPushButton("Close")
         close.clicked.connect(self.close)
+        self._clearer = clearer
+        self.cache_label = QLabel()
+        self.cache_label.setToolTip("Cached prompts kept on disk between runs")
+        self.clear_cache_button = QPushButton("Clear prompt cache…")
+        self.clear_cache_button.clicked.connect(lambda: clearer.ask(self))
+        self.cache_result = QLabel()
+        self.cache_result.setObjectName("Hint")
+        clearer.cleared.connect(
+            lambda n: self.cache_result.setText(f"Cleared: {fmt_bytes(n)} freed")
+        )
+        clearer.failed.connect(self.cache_result.setText)
+        cache_row = QHBoxLayout()
+        cache_row.addWidget(self.cache_label)
+        cache_row.addWidget(self.clear_cache_button)
+        cache_row.addWidget(self.cache_result, 1)
         buttons = QHBoxLayout()
         buttons.addWidget(add)
         buttons.addWidget(refresh)
@@ -92,13 +113,16 @@ class ModelsDialog(QDialog):
         progress_row.addWidget(self.progress_label, 1)
         progress_row.addWidget(self.progress)
         layout.addLayout(progress_row)
+        layout.addLayout(cache_row)
         layout.addLayout(buttons)
 
         bridge.loadStarted.connect(self._load_started)
         bridge.loadProgress.connect(self._load_progress)
         bridge.modelLoaded.connect(self._model_loaded)
         bridge.loadFailed.connect(self._load_failed)
+        bridge.statsUpdated.connect(self._stats)
         self._show_loaded(bridge.model_info)
+        self._stats(bridge.stats())
         self.refresh()
 
     # -- models --------------------------------------------------------------------------------
@@ -198,6 +222,13 @@ class ModelsDialog(QDialog):
         self.progress_label.setText("")
         self.load_button.setEnabled(True)
         self.show_error(f"Could not load the model: {message}")
+
+    def _stats(self, stats: EngineStats) -> None:
+        cache = stats.cache
+        entries = f" in {cache.disk_entries} files" if cache.disk_entries else ""
+        self.cache_label.setText(
+            f"<b>Prompt cache on disk:</b> {fmt_bytes(cache.disk_bytes)}{entries}"
+        )
 
     def showEvent(self, event) -> None:
         super().showEvent(event)

@@ -1,5 +1,5 @@
-"""A bar chart of draft acceptance by position: for each draft position, the fraction of drafted
-tokens at that position that the target accepted."""
+"""A bar chart of draft acceptance by position: for each draft position, the share of drafts that
+reached it whose token there was kept (SpecStats.acceptance_by_position, as the engine says)."""
 
 from __future__ import annotations
 
@@ -16,18 +16,9 @@ MAX_BAR_WIDTH = 28
 LABEL_HEIGHT = 14
 
 
-def acceptance_by_position(accepted: Sequence[int], drafted: Sequence[int]) -> list[float]:
-    """Per position: accepted / drafted (0 where nothing was drafted)."""
-    n = max(len(accepted), len(drafted))
-    rates = []
-    for i in range(n):
-        a = accepted[i] if i < len(accepted) else 0
-        d = drafted[i] if i < len(drafted) else 0
-        rates.append(a / d if d else 0.0)
-    return rates
-
-
 class PositionChart(QWidget):
+    """Bars of acceptance, one per draft position; "No drafts yet" when there are none."""
+
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
         self.setObjectName("PositionChart")
@@ -41,8 +32,8 @@ class PositionChart(QWidget):
     def sizeHint(self) -> QSize:
         return QSize(160, DEFAULT_HEIGHT)
 
-    def set_counts(self, accepted: Sequence[int], drafted: Sequence[int]) -> None:
-        rates = acceptance_by_position(accepted, drafted) if any(drafted) else []
+    def set_rates(self, rates: Sequence[float]) -> None:
+        rates = list(rates)
         if rates != self._rates:
             self._rates = rates
             self.update()

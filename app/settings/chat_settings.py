@@ -12,6 +12,7 @@ from engine.requests import (
     DEFAULT_NGRAM_MAX,
     DEFAULT_NGRAM_MIN,
     MAX_DRAFT_TOKENS,
+    MAX_NGRAM,
     SamplingParams,
     SpecMethod,
     SpeculativeParams,
@@ -24,7 +25,6 @@ DEFAULT_MIN_P = 0.05
 DEFAULT_REPETITION_PENALTY = 1.1
 DEFAULT_MAX_TOKENS = 512
 MAX_MAX_TOKENS = 32768
-MAX_NGRAM = 16
 
 # What the user may pick (SYNTHETIC is for benchmarks only).
 SPEC_METHOD_LABELS: dict[str, str] = {
@@ -32,6 +32,22 @@ SPEC_METHOD_LABELS: dict[str, str] = {
     SpecMethod.DRAFT_MODEL.value: "Draft model",
     SpecMethod.PROMPT_LOOKUP.value: "Prompt lookup",
     SpecMethod.AUTO.value: "Auto",
+}
+# One line each, in the settings and as tooltips: what the method does and when it helps.
+SPEC_METHOD_DESCRIPTIONS: dict[str, str] = {
+    SpecMethod.OFF.value: "Plain decoding, one token per step: best when drafts keep missing.",
+    SpecMethod.DRAFT_MODEL.value: (
+        "A small model with the same tokenizer guesses ahead: helps when it is much faster "
+        "than this chat's model and usually agrees with it."
+    ),
+    SpecMethod.PROMPT_LOOKUP.value: (
+        "Guesses ahead by copying text already in the chat: helps when the reply repeats it "
+        "(code edits, quotes, summaries)."
+    ),
+    SpecMethod.AUTO.value: (
+        "Guesses ahead only while measurements say it pays (draft model if loaded, else "
+        "prompt lookup): helps when unsure which to pick."
+    ),
 }
 
 
@@ -120,7 +136,8 @@ class ChatSettings:
         label = SPEC_METHOD_LABELS[self.spec_method]
         if self.spec_method == SpecMethod.OFF.value:
             return label
-        parts = [label, f"k={self.draft_tokens}"]
+        auto = self.spec_method == SpecMethod.AUTO.value
+        parts = [label] if auto else [label, f"k={self.draft_tokens}"]
         if self.spec_method in (SpecMethod.PROMPT_LOOKUP.value, SpecMethod.AUTO.value):
             parts.append(f"n-gram {self.ngram_min}-{self.ngram_max}")
         if self.draft_model and self.spec_method in (

@@ -1,40 +1,51 @@
-"""The chat settings form (a dock): model, speculation and sampling for the current chat, with
-"save as default" for new chats. Every change applies to the chat's next reply at once."""
+"""The chat settings form (a dock): model, speculation and sampling for the current chat, and the
+defaults new chats start with. Every change applies to the chat's next reply at once."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QIntValidator
 from PySide6.QtWidgets import (
     QComboBox,
-    QDoubleSpinBox,
     QFileDialog,
     QFormLayout,
     QHBoxLayout,
     QLabel,
     QLineEdit,
+    QPlainTextEdit,
     QPushButton,
     QScrollArea,
-    QSpinBox,
     QToolButton,
     QVBoxLayout,
     QWidget,
 )
 
 from app.models.model_catalog import ModelEntry, check_draft
-from app.settings.chat_settings import MAX_MAX_TOKENS, MAX_NGRAM, SPEC_METHOD_LABELS, ChatSettings
+from app.settings.chat_settings import (
+    MAX_MAX_TOKENS,
+    MAX_NGRAM,
+    SPEC_METHOD_DESCRIPTIONS,
+    SPEC_METHOD_LABELS,
+    ChatSettings,
+)
+from app.widgets.form_fields import FIELD_MIN_WIDTH, float_field, int_field, select_data
 from app.widgets.metric_card import MetricCard
 from engine.requests import MAX_DRAFT_TOKENS, ModelInfo, SpecMethod
 
 LOADED_MODEL_TEXT = "Loaded model"
 NO_DRAFT_TEXT = "None"
+SYSTEM_PROMPT_SAVE_MS = 400  # the default system prompt is stored once typing pauses
+SYSTEM_PROMPT_LINES = 3
 
 
 class ChatSettingsForm(QScrollArea):
+    """The settings dock's form; it edits a ChatSettings and says so through signals."""
+
     settingsEdited = Signal(object)  # ChatSettings, after every accepted change
     saveAsDefault = Signal(object)  # ChatSettings
     resetRequested = Signal()
     draftRefused = Signal(str)  # why the chosen draft model was refused
+    defaultSystemPromptEdited = Signal(str)
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
@@ -58,33 +69,44 @@ class ChatSettingsForm(QScrollArea):
         layout.addWidget(model_card)
 
         spec_card = MetricCard("Speculative decoding")
-        spec_form = self._form(spec_card)
+        self._spec_form = spec_form = self._form(spec_card)
         self._forms = [spec_form]
         self.method = QComboBox()
         for value, label in SPEC_METHOD_LABELS.items():
             self.method.addItem(label, value)
-        self.draft_tokens = _spin(1, MAX_DRAFT_TOKENS)
+            self.method.setItemData(
+                self.method.count() - 1,
+                SPEC_METHOD_DESCRIPTIONS[value],
+                Qt.ItemDataRole.ToolTipRole,
+            )
+        self.method_help = QLabel()
+        self.method_help.setObjectName("Hint")
+        self.method_help.setWordWrap(True)
+        self.draft_tokens = int_field(1, MAX_DRAFT_TOKENS)
         self.draft_model = QComboBox()
         browse = QToolButton()
         browse.setText("…")
         browse.setToolTip("Choose a draft model folder")
         browse.clicked.connect(self._browse_draft)
-        draft_row = QHBoxLayout()
-        draft_row.setContentsMargins(0, 0, 0, 0)
-        draft_row.addWidget(self.draft_model, 1)
-        draft_row.addWidget(browse)
-        self.ngram_min = _spin(1, MAX_NGRAM)
-        self.ngram_max = _spin(1, MAX_NGRAM)
-        ngram_row = QHBoxLayout()
-        ngram_row.setContentsMargins(0, 0, 0, 0)
-        ngram_row.addWidget(self.ngram_min)
-        ngram_row.setSpacing(6)
-        ngram_row.addWidget(QLabel("to"))
-        ngram_row.addWidget(self.ngram_max)
+        self._draft_row = QHBoxLayout()
+        self._draft_row.setContentsMargins(0, 0, 0, 0)
+        self._draft_row.addWidget(self.draft_model, 1)
+        self._draft_row.addWidget(browse)
+        self._browse = browse
+        self.ngram_min = int_field(1, MAX_NGRAM)
+        self.ngram_max = int_field(1, MAX_NGRAM)
+        self._ngram_to = QLabel("to")
+        self._ngram_row = QHBoxLayout()
+        self._ngram_row.setContentsMargins(0, 0, 0, 0)
+        self._ngram_row.setSpacing(6)
+        self._ngram_row.addWidget(self.ngram_min)
+        self._ngram_row.addWidget(self._ngram_to)
+        self._ngram_row.addWidget(self.ngram_max)
         spec_form.addRow("Method", self.method)
+        spec_form.addRow(self.method_help)
         spec_form.addRow("Draft tokens (k)", self.draft_tokens)
-        spec_form.addRow("Draft model", draft_row)
-        spec_form.addRow("N-gram sizes", ngram_row)
+        spec_form.addRow("Draft model", self._draft_row)
+        spec_form.addRow("N-gram sizes", self._ngram_row)
         self.draft_error = QLabel()
         self.draft_error.setObjectName("ErrorLabel")
         self.draft_error.setWordWrap(True)
@@ -95,16 +117,16 @@ class ChatSettingsForm(QScrollArea):
         sampling_card = MetricCard("Sampling")
         form = self._form(sampling_card)
         self._forms.append(form)
-        self.temperature = _dspin(0.0, 5.0, 0.05)
-        self.top_p = _dspin(0.0, 1.0, 0.01)
-        self.top_k = _spin(0, 100000)
+        self.temperature = float_field(0.0, 5.0, 0.05)
+        self.top_p = float_field(0.0, 1.0, 0.01)
+        self.top_k = int_field(0, 100000)
         self.top_k.setSpecialValueText("off")
-        self.min_p = _dspin(0.0, 1.0, 0.01)
-        self.repetition_penalty = _dspin(0.5, 3.0, 0.01)
+        self.min_p = float_field(0.0, 1.0, 0.01)
+        self.repetition_penalty = float_field(0.5, 3.0, 0.01)
         self.seed = QLineEdit()
         self.seed.setPlaceholderText("random")
         self.seed.setValidator(QIntValidator(0, 2**31 - 1))
-        self.max_tokens = _spin(1, MAX_MAX_TOKENS)
+        self.max_tokens = int_field(1, MAX_MAX_TOKENS)
         self.max_tokens.setSingleStep(64)
         form.addRow("Temperature", self.temperature)
         form.addRow("Top-p", self.top_p)
@@ -115,17 +137,7 @@ class ChatSettingsForm(QScrollArea):
         form.addRow("Max tokens", self.max_tokens)
         layout.addWidget(sampling_card)
 
-        buttons = QHBoxLayout()
-        save = QPushButton("Save as default")
-        save.setToolTip("New chats start with these settings")
-        save.clicked.connect(lambda: self.saveAsDefault.emit(self._settings))
-        reset = QPushButton("Reset")
-        reset.setToolTip("Use the default settings in this chat")
-        reset.clicked.connect(self.resetRequested)
-        buttons.addWidget(save)
-        buttons.addWidget(reset)
-        buttons.addStretch(1)
-        layout.addLayout(buttons)
+        layout.addWidget(self._defaults_card())
         layout.addStretch(1)
         self.setWidget(body)
 
@@ -137,22 +149,47 @@ class ChatSettingsForm(QScrollArea):
             combo.setMinimumWidth(FIELD_MIN_WIDTH)
         self.seed.setMinimumWidth(FIELD_MIN_WIDTH)
         self.set_models([])
-        for spin in (
-            self.draft_tokens,
-            self.ngram_min,
-            self.ngram_max,
-            self.top_k,
-            self.max_tokens,
-        ):
+        for spin in (self.draft_tokens, self.ngram_min, self.ngram_max, self.top_k):
             spin.valueChanged.connect(self._edited)
-        for spin in (self.temperature, self.top_p, self.min_p, self.repetition_penalty):
+        for spin in (self.max_tokens, self.temperature, self.top_p, self.min_p):
             spin.valueChanged.connect(self._edited)
+        self.repetition_penalty.valueChanged.connect(self._edited)
         self.method.currentIndexChanged.connect(self._edited)
         self.model_combo.currentIndexChanged.connect(self._edited)
         self.draft_model.currentIndexChanged.connect(self._draft_chosen)
         self.seed.editingFinished.connect(self._edited)
         self._align_labels()
         self.set_settings(ChatSettings())
+
+    def _defaults_card(self) -> MetricCard:
+        card = MetricCard("New chats")
+        card.add_caption("Default system prompt")
+        self.default_system_prompt = QPlainTextEdit()
+        self.default_system_prompt.setObjectName("DefaultSystemPrompt")
+        self.default_system_prompt.setPlaceholderText("Every new chat starts with this (optional)")
+        self.default_system_prompt.setTabChangesFocus(True)
+        lines = self.default_system_prompt.fontMetrics().lineSpacing() * SYSTEM_PROMPT_LINES
+        self.default_system_prompt.setFixedHeight(lines + 16)
+        card.add_widget(self.default_system_prompt)
+        self._prompt_timer = QTimer(self)
+        self._prompt_timer.setSingleShot(True)
+        self._prompt_timer.setInterval(SYSTEM_PROMPT_SAVE_MS)
+        self._prompt_timer.timeout.connect(self._emit_default_prompt)
+        self.default_system_prompt.textChanged.connect(self._prompt_typed)
+        buttons = QWidget()
+        row = QHBoxLayout(buttons)
+        row.setContentsMargins(0, 4, 0, 0)
+        save = QPushButton("Save as default")
+        save.setToolTip("New chats start with this chat's settings")
+        save.clicked.connect(lambda: self.saveAsDefault.emit(self._settings))
+        reset = QPushButton("Reset")
+        reset.setToolTip("Use the default settings in this chat")
+        reset.clicked.connect(self.resetRequested)
+        row.addWidget(save)
+        row.addWidget(reset)
+        row.addStretch(1)
+        card.add_widget(buttons)
+        return card
 
     # -- public --------------------------------------------------------------------------------
 
@@ -164,10 +201,10 @@ class ChatSettingsForm(QScrollArea):
         self._updating = True
         try:
             self._settings = settings
-            _select(self.model_combo, settings.model, LOADED_MODEL_TEXT)
+            select_data(self.model_combo, settings.model)
             self.method.setCurrentIndex(max(0, self.method.findData(settings.spec_method)))
             self.draft_tokens.setValue(settings.draft_tokens)
-            _select(self.draft_model, settings.draft_model, NO_DRAFT_TEXT)
+            select_data(self.draft_model, settings.draft_model)
             self.ngram_min.setValue(settings.ngram_min)
             self.ngram_max.setValue(settings.ngram_max)
             self.temperature.setValue(settings.temperature)
@@ -179,6 +216,13 @@ class ChatSettingsForm(QScrollArea):
             self.max_tokens.setValue(settings.max_tokens)
             self.draft_error.setVisible(False)
             self._enable_fields()
+        finally:
+            self._updating = False
+
+    def set_default_system_prompt(self, text: str) -> None:
+        self._updating = True
+        try:
+            self.default_system_prompt.setPlainText(text)
         finally:
             self._updating = False
 
@@ -195,8 +239,8 @@ class ChatSettingsForm(QScrollArea):
                     self.model_combo.addItem(entry.name, entry.path)
                 if entry.location or entry.path:
                     self.draft_model.addItem(entry.name, entry.location or entry.path)
-            _select(self.model_combo, self._settings.model, LOADED_MODEL_TEXT)
-            _select(self.draft_model, self._settings.draft_model, NO_DRAFT_TEXT)
+            select_data(self.model_combo, self._settings.model)
+            select_data(self.draft_model, self._settings.draft_model)
         finally:
             self._updating = False
 
@@ -210,7 +254,7 @@ class ChatSettingsForm(QScrollArea):
 
     def choose_draft(self, path: str | None) -> bool:
         """Pick a draft model as the user would; False (and draftRefused) when refused."""
-        _select(self.draft_model, path, NO_DRAFT_TEXT)
+        select_data(self.draft_model, path)
         return self._settings.draft_model == (path or None)
 
     # -- internals -----------------------------------------------------------------------------
@@ -275,7 +319,7 @@ class ChatSettingsForm(QScrollArea):
             self.draft_error.setText(message)
             self.draft_error.setVisible(True)
             self._updating = True
-            _select(self.draft_model, self._settings.draft_model, NO_DRAFT_TEXT)
+            select_data(self.draft_model, self._settings.draft_model)
             self._updating = False
             self.draftRefused.emit(message)
             return
@@ -293,41 +337,31 @@ class ChatSettingsForm(QScrollArea):
             self.draft_model.addItem(path.rstrip("/").rsplit("/", 1)[-1], path)
         self.choose_draft(path)
 
+    def _prompt_typed(self) -> None:
+        if not self._updating:
+            self._prompt_timer.start()
+
+    def _emit_default_prompt(self) -> None:
+        self.defaultSystemPromptEdited.emit(self.default_system_prompt.toPlainText())
+
     def _enable_fields(self) -> None:
+        """Only the fields the chosen method uses are enabled, with their labels."""
         method = self.method.currentData()
-        on = method != SpecMethod.OFF.value
-        self.draft_tokens.setEnabled(on)
+        description = SPEC_METHOD_DESCRIPTIONS[method]
+        self.method_help.setText(description)
+        self.method.setToolTip(description)
+        fixed_k = method in (SpecMethod.DRAFT_MODEL.value, SpecMethod.PROMPT_LOOKUP.value)
         uses_draft = method in (SpecMethod.DRAFT_MODEL.value, SpecMethod.AUTO.value)
         uses_ngram = method in (SpecMethod.PROMPT_LOOKUP.value, SpecMethod.AUTO.value)
-        self.draft_model.setEnabled(uses_draft)
-        self.ngram_min.setEnabled(uses_ngram)
-        self.ngram_max.setEnabled(uses_ngram)
-
-
-FIELD_MIN_WIDTH = 64  # below their size hints, so that the dock may be narrow
-
-
-def _spin(low: int, high: int) -> QSpinBox:
-    spin = QSpinBox()
-    spin.setRange(low, high)
-    spin.setKeyboardTracking(False)
-    spin.setMinimumWidth(FIELD_MIN_WIDTH)
-    return spin
-
-
-def _dspin(low: float, high: float, step: float) -> QDoubleSpinBox:
-    spin = QDoubleSpinBox()
-    spin.setRange(low, high)
-    spin.setSingleStep(step)
-    spin.setDecimals(2)
-    spin.setKeyboardTracking(False)
-    spin.setMinimumWidth(FIELD_MIN_WIDTH)
-    return spin
-
-
-def _select(combo: QComboBox, value: str | None, none_text: str) -> None:
-    index = combo.findData(value) if value else 0
-    if index < 0 and value:
-        combo.addItem(value.rstrip("/").rsplit("/", 1)[-1], value)
-        index = combo.count() - 1
-    combo.setCurrentIndex(max(index, 0))
+        form = self._spec_form
+        for field, on in (
+            (self.draft_tokens, fixed_k),
+            (self._draft_row, uses_draft),
+            (self._ngram_row, uses_ngram),
+        ):
+            form.labelForField(field).setEnabled(on)
+        self.draft_tokens.setEnabled(fixed_k)  # auto picks k itself, every round
+        for widget in (self.draft_model, self._browse):
+            widget.setEnabled(uses_draft)
+        for widget in (self.ngram_min, self.ngram_max, self._ngram_to):
+            widget.setEnabled(uses_ngram)

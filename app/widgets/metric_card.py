@@ -10,6 +10,8 @@ METRIC_COLUMNS = 2
 
 
 class MetricCard(QFrame):
+    """A card with a small-caps title, free widgets and a grid of named values."""
+
     def __init__(self, title: str, parent=None) -> None:
         super().__init__(parent)
         self.setObjectName("Card")
@@ -48,6 +50,7 @@ class MetricCard(QFrame):
             self._count = 0
         name = QLabel(label)
         name.setObjectName("MetricLabel")
+        name.setWordWrap(True)  # a narrow panel wraps its labels rather than clipping the card
         value = QLabel("–")
         value.setObjectName("MetricValue")
         value.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -67,10 +70,10 @@ class MetricCard(QFrame):
         columns = 1 if big else METRIC_COLUMNS
         row, column = divmod(self._count, columns)
         if big:
-            self._grid.addWidget(cell, row, 0, 1, METRIC_COLUMNS)
+            self._grid.addWidget(cell, row, 0, 1, METRIC_COLUMNS, Qt.AlignmentFlag.AlignTop)
             self._count += METRIC_COLUMNS
         else:
-            self._grid.addWidget(cell, row, column)
+            self._grid.addWidget(cell, row, column, Qt.AlignmentFlag.AlignTop)
             self._count += 1
         self._values[key] = value
         return value

@@ -1,43 +1,44 @@
 """The main window: chat tabs in the middle, saved conversations on the left, the live panel and
-the chat settings on the right, the model's state in the status bar."""
+the chat settings on the right, the model's state in the status bar. It builds the parts and
+joins them by signals; each part's logic lives in its own file."""
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
-from PySide6.QtCore import QByteArray, Qt, QTimer, Signal
-from PySide6.QtGui import QCloseEvent, QIcon
-from PySide6.QtWidgets import (
-    QDockWidget,
-    QFileDialog,
-    QMainWindow,
-    QMessageBox,
-    QTabWidget,
-    QWidget,
-)
+from PySide6.QtCore import QTimer, Signal
+from PySide6.QtGui import QCloseEvent
+from PySide6.QtWidgets import QMainWindow, QTabWidget, QVBoxLayout, QWidget
 
-from app.chat.chat_controller import ChatController
 from app.chat.chat_tab import ChatTab
 from app.engine_bridge import EngineBridge
-from app.models.model_catalog import list_models
-from app.models.models_dialog import MODEL_DIRS_KEY, ModelsDialog
+from app.formatting import fmt_bytes
+from app.models.models_dialog import ModelsDialog
+from app.models.prompt_cache_clearer import PromptCacheClearer
+from app.panel.engine_card import DEFAULT_SCOPE
 from app.panel.live_panel import LivePanel
 from app.settings.settings_form import ChatSettingsForm
 from app.sidebar.conversation_sidebar import ConversationSidebar
 from app.store.conversation_store import Store
-from app.store.export import to_markdown
-from app.store.records import Conversation
-from app.theme import app_icon, busy_icon, theme_manager
+from app.theme import app_icon, theme_manager
+from app.widgets.notice_banner import NoticeBanner
+from app.window.about_dialog import AboutDialog, about_info
+from app.window.conversation_actions import ConversationActions
+from app.window.dock_layout import DockLayout
 from app.window.menus import build_menus
+from app.window.settings_controller import SettingsController
+from app.window.shortcuts_dialog import ShortcutsDialog
 from app.window.status_bar import EngineStatusBar
-from app.window.tab_bar import RenamableTabBar, tab_title
+from app.window.tab_controller import TabController
 
 DEFAULT_WINDOW_SIZE = (1360, 860)
 APP_TITLE = "Tandem"
+ENGINE_SCOPE_KEY = "panel_engine_scope"
 
 
 class MainWindow(QMainWindow):
+    """Tandem's window over one store and one engine."""
+
     currentChatChanged = Signal(object)  # ChatController or None
 
     def __init__(self, store: Store, bridge: EngineBridge, *, restore: bool = True) -> None:
@@ -47,176 +48,113 @@ class MainWindow(QMainWindow):
         self.setWindowTitle(APP_TITLE)
         self.setWindowIcon(app_icon())
         self.resize(*DEFAULT_WINDOW_SIZE)
-        self.setDockNestingEnabled(True)
-        self._closing = False
-        self._models_dialog: ModelsDialog | None = None
-        self._tasks: set[asyncio.Task] = set()
+        self._dialogs: dict[str, QWidget] = {}
 
         self.tabs = QTabWidget()
         self.tabs.setObjectName("ChatTabs")
-        self.tab_bar = RenamableTabBar()
-        self.tabs.setTabBar(self.tab_bar)
-        self.tabs.setDocumentMode(True)
-        self.tabs.tabCloseRequested.connect(lambda i: self.close_tab(i))
-        self.tabs.currentChanged.connect(self._current_changed)
-        self.tab_bar.tabMoved.connect(lambda _a, _b: self._save_tab_order())
-        self.tab_bar.tabRenamed.connect(lambda i, text: self.tab(i).controller.rename(text))
-        self.setCentralWidget(self.tabs)
+        self.chats = TabController(self.tabs, store=store, bridge=bridge, parent=self)
+        self.tab_bar = self.chats.tab_bar
+        self.engine_banner = NoticeBanner("danger", inline_buttons=True)
+        self.engine_banner.setVisible(False)
+        self.restart_button = self.engine_banner.add_button(
+            "Restart engine", self.restart_engine, tip="Start the engine again with its model"
+        )
+        central = QWidget()
+        column = QVBoxLayout(central)
+        column.setContentsMargins(0, 0, 0, 0)
+        column.setSpacing(0)
+        self.engine_banner.setProperty("placement", "top")
+        column.addWidget(self.engine_banner)
+        column.addWidget(self.tabs, 1)
+        self.setCentralWidget(central)
 
         self.sidebar = ConversationSidebar(store)
+        self.panel = LivePanel()
+        self.panel.highlight.setChecked(bool(store.setting("highlight_drafts", False)))
+        self.panel.engine_card.set_scope(store.setting(ENGINE_SCOPE_KEY, DEFAULT_SCOPE))
+        self.settings_form = ChatSettingsForm()
+        self.docks = DockLayout(
+            self, sidebar=self.sidebar, panel=self.panel, settings=self.settings_form
+        )
+        self.sidebar_dock = self.docks.sidebar_dock
+        self.panel_dock = self.docks.panel_dock
+        self.settings_dock = self.docks.settings_dock
+
+        self.status = EngineStatusBar(bridge)
+        self.setStatusBar(self.status)
+        self.settings = SettingsController(
+            self.settings_form, tabs=self.chats, store=store, bridge=bridge, status=self.status
+        )
+        self.conversations = ConversationActions(
+            self, store=store, tabs=self.chats, status=self.status
+        )
+        self.cache_clearer = PromptCacheClearer(bridge, self)
+        self.menu_actions = build_menus(self)
+        self._connect()
+        self.chats.set_highlight_drafts(self.panel.highlight.isChecked())
+        QTimer.singleShot(0, self.settings.refresh_models)
+
+        if restore:
+            self._restore()
+        if self.chats.tabs.count() == 0:
+            self.new_chat()
+
+    def _connect(self) -> None:
+        chats, panel, bridge = self.chats, self.panel, self.bridge
+        chats.currentChatChanged.connect(panel.set_chat)
+        chats.currentChatChanged.connect(self.currentChatChanged)
+        chats.currentTitleChanged.connect(lambda t: self.setWindowTitle(f"{t} — {APP_TITLE}"))
+        chats.currentBusyChanged.connect(self._busy_changed)
+        chats.conversationsChanged.connect(self.sidebar.refresh)
+        self.conversations.deleted.connect(lambda _id: self.sidebar.refresh())
         self.sidebar.openRequested.connect(self.open_conversation)
         self.sidebar.exportRequested.connect(self.export_dialog)
         self.sidebar.deleteRequested.connect(self.delete_conversation)
         self.sidebar.newRequested.connect(self.new_chat)
-        self.sidebar_dock = self._dock("Conversations", "ConversationsDock", self.sidebar,
-                                       Qt.DockWidgetArea.LeftDockWidgetArea)  # fmt: skip
-
-        self.panel = LivePanel()
-        self.panel.highlight.setChecked(bool(store.setting("highlight_drafts", False)))
-        self.panel.highlight.toggled.connect(self.set_highlight_drafts)
-        self.panel_dock = self._dock(
-            "Live", "LiveDock", self.panel, Qt.DockWidgetArea.RightDockWidgetArea
+        panel.highlight.toggled.connect(self.set_highlight_drafts)
+        panel.chat_card.methodChosen.connect(self.settings.switch_method)
+        panel.engine_card.scopeChanged.connect(
+            lambda s: self.store.set_setting(ENGINE_SCOPE_KEY, s)
         )
-
-        self.settings_form = ChatSettingsForm()
-        self.settings_form.settingsEdited.connect(self._settings_edited)
-        self.settings_form.saveAsDefault.connect(self._save_default_settings)
-        self.settings_form.resetRequested.connect(self._reset_settings)
-        self.settings_form.draftRefused.connect(lambda m: self.status.show_message(m, error=True))
-        self.settings_dock = self._dock("Chat settings", "SettingsDock", self.settings_form,
-                                        Qt.DockWidgetArea.RightDockWidgetArea)  # fmt: skip
-        self.tabifyDockWidget(self.panel_dock, self.settings_dock)
-        self.setTabPosition(Qt.DockWidgetArea.RightDockWidgetArea, QTabWidget.TabPosition.North)
-        for dock in (self.panel_dock, self.settings_dock):
-            dock.setTitleBarWidget(QWidget())  # the tabs above them name them
-        self.panel_dock.raise_()
-        self.resizeDocks(
-            [self.sidebar_dock, self.panel_dock], [260, 340], Qt.Orientation.Horizontal
+        panel.cache_card.clearRequested.connect(lambda: self.cache_clearer.ask(self))
+        self.cache_clearer.cleared.connect(
+            lambda n: self._cache_message(f"Prompt cache cleared: {fmt_bytes(n)} freed")
         )
-
-        self.status = EngineStatusBar(bridge)
-        self.setStatusBar(self.status)
-        self.menu_actions = build_menus(self)
-
-        bridge.statsUpdated.connect(self.panel.update_engine)
-        bridge.modelLoaded.connect(self.settings_form.set_target)
-        bridge.loadFailed.connect(self._load_failed)
-        self.settings_form.set_target(bridge.model_info)
-        QTimer.singleShot(0, self.refresh_models)
-
-        if restore:
-            self._restore()
-        if self.tabs.count() == 0:
-            self.new_chat()
+        self.cache_clearer.failed.connect(lambda m: self._cache_message(m, error=True))
+        bridge.statsUpdated.connect(panel.update_engine)
+        bridge.engineFailed.connect(self._engine_failed)
+        bridge.modelLoaded.connect(lambda _info: self.engine_banner.setVisible(False))
+        bridge.loadFailed.connect(self._restart_failed)
 
     # -- tabs ----------------------------------------------------------------------------------
 
-    def tab(self, index: int) -> ChatTab:
-        return self.tabs.widget(index)
+    def tab(self, index: int) -> ChatTab | None:
+        return self.chats.tab(index)
 
     def chat_tabs(self) -> list[ChatTab]:
-        return [self.tab(i) for i in range(self.tabs.count())]
+        return self.chats.chat_tabs()
 
     def current_tab(self) -> ChatTab | None:
-        return self.tabs.currentWidget()
+        return self.chats.current_tab()
 
     def new_chat(self) -> ChatTab:
-        conversation = Conversation(
-            settings=self.store.default_chat_settings(), tab_index=self.tabs.count()
-        )
-        self.store.create_conversation(conversation)
-        tab = self._add_tab(conversation)
-        self.tabs.setCurrentWidget(tab)
-        tab.focus_input()
-        self.sidebar.refresh()
-        return tab
+        return self.chats.new_chat()
 
     def open_conversation(self, conversation_id: int) -> ChatTab | None:
-        for tab in self.chat_tabs():
-            if tab.controller.conversation.id == conversation_id:
-                self.tabs.setCurrentWidget(tab)
-                return tab
-        conversation = self.store.conversation(conversation_id)
-        if conversation is None:
-            return None
-        conversation.is_open = True
-        tab = self._add_tab(conversation)
-        self.tabs.setCurrentWidget(tab)
-        self._save_tab_order()
-        self.sidebar.refresh()
-        return tab
+        return self.chats.open_conversation(conversation_id)
 
     def close_tab(self, index: int, *, replace_last: bool = True) -> None:
-        """Close a tab; a running reply is cancelled (its text so far is kept)."""
-        tab = self.tab(index)
-        if tab is None:
-            return
-        controller = tab.controller
-        self.tabs.removeTab(index)
-        tab.setParent(None)
-        self.store.set_tab_state(controller.conversation.id, is_open=False)
-        controller.closed.connect(tab.deleteLater)
-        controller.close()
-        self._save_tab_order()
-        self.sidebar.refresh()
-        if replace_last and self.tabs.count() == 0 and not self._closing:
-            self.new_chat()
+        self.chats.close_tab(index, replace_last=replace_last)
 
     def close_current_tab(self) -> None:
-        if self.tabs.currentIndex() >= 0:
-            self.close_tab(self.tabs.currentIndex())
+        self.chats.close_current()
 
     def rename_current_tab(self) -> None:
-        if self.tabs.currentIndex() >= 0:
-            self.tab_bar.edit_tab(self.tabs.currentIndex())
-
-    def _add_tab(self, conversation: Conversation) -> ChatTab:
-        controller = ChatController(conversation, store=self.store, bridge=self.bridge)
-        tab = ChatTab(controller)
-        tab.set_highlight_drafts(self.panel.highlight.isChecked())
-        index = self.tabs.addTab(tab, tab_title(conversation.title))
-        self.tabs.setTabToolTip(index, conversation.title)
-        tab.titleChanged.connect(lambda title, t=tab: self._title_changed(t, title))
-        controller.busyChanged.connect(self._busy_changed)
-        controller.busyChanged.connect(lambda t=tab: self._tab_busy(t))
-        controller.replyFinished.connect(lambda _r: self.sidebar.refresh())
-        return tab
-
-    def _tab_busy(self, tab: ChatTab) -> None:
-        """A dot on the tab while its reply is being written."""
-        index = self.tabs.indexOf(tab)
-        if index >= 0:
-            self.tabs.setTabIcon(index, busy_icon() if tab.controller.busy else QIcon())
-        if tab.controller.busy:
-            self.sidebar.refresh()
-
-    def _title_changed(self, tab: ChatTab, title: str) -> None:
-        index = self.tabs.indexOf(tab)
-        if index >= 0:
-            self.tabs.setTabText(index, tab_title(title))
-            self.tabs.setTabToolTip(index, title)
-        if tab is self.current_tab():
-            self.setWindowTitle(f"{title} — {APP_TITLE}")
-        self.sidebar.refresh()
-
-    def _current_changed(self, _index: int) -> None:
-        tab = self.current_tab()
-        controller = tab.controller if tab else None
-        self.panel.set_chat(controller)
-        if controller is not None:
-            self.settings_form.set_settings(controller.settings)
-            self.setWindowTitle(f"{controller.conversation.title} — {APP_TITLE}")
-        self._busy_changed()
-        self.currentChatChanged.emit(controller)
+        self.chats.rename_current()
 
     def _busy_changed(self) -> None:
-        tab = self.current_tab()
-        self.menu_actions.stop.setEnabled(bool(tab and tab.controller.busy))
-
-    def _save_tab_order(self) -> None:
-        for index, tab in enumerate(self.chat_tabs()):
-            tab.controller.conversation.tab_index = index
-            self.store.set_tab_state(tab.controller.conversation.id, is_open=True, tab_index=index)
+        controller = self.chats.current_controller()
+        self.menu_actions.stop.setEnabled(bool(controller and controller.busy))
 
     # -- chat actions --------------------------------------------------------------------------
 
@@ -226,52 +164,15 @@ class MainWindow(QMainWindow):
             tab.stop()
 
     def regenerate_current(self) -> None:
-        tab = self.current_tab()
-        if tab is not None:
-            tab.controller.regenerate()
+        controller = self.chats.current_controller()
+        if controller is not None:
+            controller.regenerate()
 
     def set_highlight_drafts(self, on: bool) -> None:
         self.store.set_setting("highlight_drafts", bool(on))
         if self.panel.highlight.isChecked() != on:
             self.panel.highlight.setChecked(on)
-        for tab in self.chat_tabs():
-            tab.set_highlight_drafts(on)
-
-    def _settings_edited(self, settings) -> None:
-        tab = self.current_tab()
-        if tab is None:
-            return
-        previous = tab.controller.settings
-        tab.controller.set_settings(settings)
-        if settings.draft_model and settings.draft_model != previous.draft_model:
-            task = asyncio.ensure_future(
-                self._verify_draft(tab, settings.draft_model, previous.draft_model)
-            )
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-
-    async def _verify_draft(self, tab: ChatTab, path: str, previous: str | None) -> None:
-        """Load the chosen draft model; if the engine refuses it, undo the choice and say why."""
-        try:
-            await self.bridge.load_draft_model(path)
-        except Exception as exc:  # noqa: BLE001 - the reason is shown to the user
-            if tab.controller.settings.draft_model == path:
-                tab.controller.set_settings(tab.controller.settings.replace(draft_model=previous))
-                if tab is self.current_tab():
-                    self.settings_form.set_settings(tab.controller.settings)
-            message = f"Draft model refused: {exc}"
-            self.settings_form.show_draft_error(message)
-            self.status.show_message(message, error=True)
-
-    def _save_default_settings(self, settings) -> None:
-        self.store.set_default_chat_settings(settings)
-        self.status.show_message("Saved as the default for new chats")
-
-    def _reset_settings(self) -> None:
-        tab = self.current_tab()
-        if tab is not None:
-            tab.controller.set_settings(self.store.default_chat_settings())
-            self.settings_form.set_settings(tab.controller.settings)
+        self.chats.set_highlight_drafts(on)
 
     def show_settings(self) -> None:
         self.settings_dock.show()
@@ -280,84 +181,77 @@ class MainWindow(QMainWindow):
     # -- conversations -------------------------------------------------------------------------
 
     def export_conversation(self, conversation_id: int, path: str | Path) -> Path:
-        conversation = self.store.conversation(conversation_id)
-        text = to_markdown(conversation, self.store.messages(conversation_id))
-        path = Path(path)
-        path.write_text(text, encoding="utf-8")
-        self.status.show_message(f"Exported to {path}")
-        return path
+        return self.conversations.export(conversation_id, path)
 
     def export_dialog(self, conversation_id: int | None = None) -> None:
-        if conversation_id is None:
-            tab = self.current_tab()
-            if tab is None:
-                return
-            conversation_id = tab.controller.conversation.id
-        conversation = self.store.conversation(conversation_id)
-        name = "".join(c if c.isalnum() or c in " -_" else "_" for c in conversation.title).strip()
-        dialog = QFileDialog(self, "Export chat to Markdown", f"{name or 'chat'}.md")
-        dialog.setAcceptMode(QFileDialog.AcceptMode.AcceptSave)
-        dialog.setNameFilter("Markdown (*.md)")
-        dialog.fileSelected.connect(lambda path: self.export_conversation(conversation_id, path))
-        dialog.open()
+        self.conversations.export_dialog(conversation_id)
 
     def delete_conversation(self, conversation_id: int, *, confirm: bool = True) -> None:
-        if confirm:
-            box = QMessageBox(QMessageBox.Icon.Question, "Delete chat",
-                              "Delete this chat and all its messages? This cannot be undone.",
-                              QMessageBox.StandardButton.Cancel, self)  # fmt: skip
-            box.addButton("Delete", QMessageBox.ButtonRole.DestructiveRole)
-            box.buttonClicked.connect(
-                lambda b: (
-                    b.text() == "Delete"
-                    and self.delete_conversation(conversation_id, confirm=False)
-                )
-            )
-            box.open()
-            return
-        for index, tab in enumerate(self.chat_tabs()):
-            if tab.controller.conversation.id == conversation_id:
-                self.close_tab(index)
-                break
-        self.store.delete_conversation(conversation_id)
-        self.sidebar.refresh()
+        self.conversations.delete(conversation_id, confirm=confirm)
 
     def delete_current(self) -> None:
-        tab = self.current_tab()
-        if tab is not None:
-            self.delete_conversation(tab.controller.conversation.id)
+        self.conversations.delete_current()
 
-    # -- models --------------------------------------------------------------------------------
+    # -- models, help, the engine --------------------------------------------------------------
 
     def show_models(self) -> ModelsDialog:
-        if self._models_dialog is None:
-            self._models_dialog = ModelsDialog(self.bridge, self.store, self)
-            self._models_dialog.modelsChanged.connect(self.settings_form.set_models)
-        self._models_dialog.refresh()
-        self._models_dialog.show()
-        self._models_dialog.raise_()
-        return self._models_dialog
+        dialog = self._dialogs.get("models")
+        if dialog is None:
+            dialog = ModelsDialog(self.bridge, self.store, self.cache_clearer, self)
+            dialog.modelsChanged.connect(self.settings_form.set_models)
+            self._dialogs["models"] = dialog
+        dialog.refresh()
+        dialog.show()
+        dialog.raise_()
+        return dialog
 
-    def refresh_models(self) -> None:
-        self.settings_form.set_models(list_models(list(self.store.setting(MODEL_DIRS_KEY, []))))
+    def show_shortcuts(self) -> ShortcutsDialog:
+        dialog = ShortcutsDialog(self.menuBar(), self)
+        return self._open("shortcuts", dialog)
 
-    def _load_failed(self, message: str) -> None:
-        self.status.show_message(f"Model failed to load: {message}", error=True)
+    def show_about(self) -> AboutDialog:
+        return self._open("about", AboutDialog(about_info(self.bridge.stats()), self))
+
+    def restart_engine(self) -> None:
+        self.engine_banner.set_message("Restarting the engine and loading its model…")
+        self.restart_button.setEnabled(False)
+        self.bridge.restart()
+
+    def _engine_failed(self, message: str) -> None:
+        self.engine_banner.set_kind("danger")
+        said = message[:1].upper() + message[1:].rstrip(".")
+        self.engine_banner.set_message(
+            f"{said}. Replies being written were stopped; their text so far is kept.",
+            title="The engine stopped",
+        )
+        self.restart_button.setEnabled(True)
+        self.engine_banner.setVisible(True)
+
+    def _restart_failed(self, message: str) -> None:
+        if self.engine_banner.isVisible():
+            self.engine_banner.set_message(f"The engine could not start again: {message}")
+            self.restart_button.setEnabled(True)
+
+    def _cache_message(self, text: str, *, error: bool = False) -> None:
+        self.panel.cache_card.show_result(text)
+        self.status.show_message(text, error=error)
+
+    def _open(self, name: str, dialog: QWidget) -> QWidget:
+        previous = self._dialogs.pop(name, None)
+        if previous is not None:
+            previous.close()
+            previous.deleteLater()
+        self._dialogs[name] = dialog
+        dialog.open()
+        return dialog
 
     # -- life cycle ----------------------------------------------------------------------------
 
     def _restore(self) -> None:
-        for conversation in self.store.open_conversations():
-            self._add_tab(conversation)
-        index = int(self.store.setting("current_tab", 0) or 0)
-        if 0 <= index < self.tabs.count():
-            self.tabs.setCurrentIndex(index)
-        geometry = self.store.setting("window_geometry")
-        state = self.store.setting("window_state")
-        if geometry:
-            self.restoreGeometry(QByteArray.fromBase64(geometry.encode()))
-        if state:
-            self.restoreState(QByteArray.fromBase64(state.encode()))
+        self.chats.restore(int(self.store.setting("current_tab", 0) or 0))
+        self.docks.restore(
+            self.store.setting("window_geometry"), self.store.setting("window_state")
+        )
         theme_manager().apply(self.store.setting("theme_mode", "system"))
         if self.store.recovered:
             n = self.store.recovered
@@ -370,30 +264,26 @@ class MainWindow(QMainWindow):
         self.store.set_setting("theme_mode", mode)
         theme_manager().apply(mode)
 
+    def bring_to_front(self) -> None:
+        """Another launch of Tandem asked for this window."""
+        if self.isMinimized():
+            self.showNormal()
+        self.show()
+        self.raise_()
+        self.activateWindow()
+
     def save_state(self) -> None:
-        self._save_tab_order()
+        self.chats.save_order()
         self.store.set_setting("current_tab", self.tabs.currentIndex())
-        self.store.set_setting("window_geometry", self.saveGeometry().toBase64().data().decode())
-        self.store.set_setting("window_state", self.saveState().toBase64().data().decode())
+        self.store.set_setting("window_geometry", self.docks.saved_geometry())
+        self.store.set_setting("window_state", self.docks.saved_state())
 
     async def shutdown(self) -> None:
         """Stop every reply and wait until their text is stored."""
-        await asyncio.gather(*(tab.controller.shutdown() for tab in self.chat_tabs()))
+        await self.chats.shutdown()
 
     def closeEvent(self, event: QCloseEvent) -> None:
-        self._closing = True
+        self.chats.closing = True
         self.save_state()
-        for tab in self.chat_tabs():
-            tab.controller.stop()
+        self.chats.stop_all()
         super().closeEvent(event)
-
-    def _dock(self, title: str, name: str, widget, area: Qt.DockWidgetArea) -> QDockWidget:
-        dock = QDockWidget(title, self)
-        dock.setObjectName(name)
-        dock.setWidget(widget)
-        dock.setFeatures(
-            QDockWidget.DockWidgetFeature.DockWidgetClosable
-            | QDockWidget.DockWidgetFeature.DockWidgetMovable
-        )
-        self.addDockWidget(area, dock)
-        return dock

@@ -1,14 +1,16 @@
-"""The main window's menus, actions and keyboard shortcuts."""
+"""The main window's menus, actions and keyboard shortcuts (the Help menu's shortcut list is made
+from these actions)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from PySide6.QtGui import QAction, QActionGroup, QKeySequence
 from PySide6.QtWidgets import QApplication
 
 from app.theme import THEME_MODES, theme_manager
+from app.window.tab_controller import LAST_TAB
 
 if TYPE_CHECKING:
     from app.window.main_window import MainWindow
@@ -16,6 +18,8 @@ if TYPE_CHECKING:
 
 @dataclass
 class Actions:
+    """Every action of the main window, by what it does."""
+
     new_chat: QAction
     close_chat: QAction
     stop: QAction
@@ -27,44 +31,51 @@ class Actions:
     models: QAction
     highlight: QAction
     quit: QAction
+    next_chat: QAction
+    previous_chat: QAction
+    go_to_chat: list[QAction] = field(default_factory=list)  # Alt+1 … Alt+9 (the last)
+    shortcuts: QAction | None = None
+    about: QAction | None = None
 
 
 def build_menus(window: MainWindow) -> Actions:
     bar = window.menuBar()
+    tabs = window.chats
 
-    def action(text: str, slot, shortcut=None, *, tip: str = "") -> QAction:
+    def action(text: str, slot, *shortcuts, tip: str = "") -> QAction:
         act = QAction(text, window)
-        if shortcut is not None:
-            act.setShortcut(QKeySequence(shortcut))
+        keys = [QKeySequence(s) for s in shortcuts]
+        if any(not k.isEmpty() for k in keys):
+            act.setShortcuts([k for k in keys if not k.isEmpty()])
         if tip:
             act.setStatusTip(tip)
         act.triggered.connect(lambda _checked=False: slot())
         window.addAction(act)  # shortcuts work with the menu bar hidden too
         return act
 
+    def fill(menu, *actions) -> None:
+        for act in actions:
+            menu.addSeparator() if act is None else menu.addAction(act)
+
     file_menu = bar.addMenu("&File")
-    new_chat = action("New chat", window.new_chat, QKeySequence.StandardKey.AddTab)
-    new_chat.setShortcuts([QKeySequence("Ctrl+T"), QKeySequence("Ctrl+N")])
-    close_chat = action("Close chat", window.close_current_tab, QKeySequence("Ctrl+W"))
-    export = action("Export chat to Markdown…", window.export_dialog, QKeySequence("Ctrl+E"))
+    new_chat = action("New chat", window.new_chat, "Ctrl+T", "Ctrl+N")
+    close_chat = action("Close chat", window.close_current_tab, "Ctrl+W")
+    export = action("Export chat to Markdown…", window.export_dialog, "Ctrl+E")
     delete = action("Delete chat…", window.delete_current)
-    quit_action = action("Quit", QApplication.closeAllWindows, QKeySequence.StandardKey.Quit)
-    for act in (new_chat, close_chat, None, export, delete, None, quit_action):
-        file_menu.addSeparator() if act is None else file_menu.addAction(act)
+    quit_action = action("Quit", QApplication.closeAllWindows, "Ctrl+Q")  # Cmd+Q on macOS
+    fill(file_menu, new_chat, close_chat, None, export, delete, None, quit_action)
 
     chat_menu = bar.addMenu("&Chat")
-    stop = action("Stop reply", window.stop_current, QKeySequence(QKeySequence.StandardKey.Cancel))
+    stop = action("Stop reply", window.stop_current, QKeySequence.StandardKey.Cancel)
     stop.setEnabled(False)
-    regenerate = action("Regenerate reply", window.regenerate_current, QKeySequence("Ctrl+R"))
-    rename = action("Rename chat", window.rename_current_tab, QKeySequence("F2"))
-    settings = action("Chat settings", window.show_settings, QKeySequence("Ctrl+,"))
-    for act in (stop, regenerate, None, rename, settings):
-        chat_menu.addSeparator() if act is None else chat_menu.addAction(act)
+    regenerate = action("Regenerate reply", window.regenerate_current, "Ctrl+R")
+    rename = action("Rename chat", window.rename_current_tab, "F2")
+    settings = action("Chat settings", window.show_settings, "Ctrl+,")
+    fill(chat_menu, stop, regenerate, None, rename, settings)
 
     view_menu = bar.addMenu("&View")
-    view_menu.addAction(window.sidebar_dock.toggleViewAction())
-    view_menu.addAction(window.panel_dock.toggleViewAction())
-    view_menu.addAction(window.settings_dock.toggleViewAction())
+    for dock in window.docks.docks():
+        view_menu.addAction(dock.toggleViewAction())
     view_menu.addSeparator()
     highlight = QAction("Highlight tokens from drafts", window)
     highlight.setCheckable(True)
@@ -84,9 +95,21 @@ def build_menus(window: MainWindow) -> Actions:
         group.addAction(act)
         theme_menu.addAction(act)
 
+    tabs_menu = bar.addMenu("&Tabs")
+    next_chat = action("Next chat", tabs.next_tab, "Ctrl+PgDown")
+    previous_chat = action("Previous chat", tabs.previous_tab, "Ctrl+PgUp")
+    go_to = [action(f"Chat {n}", lambda n=n: tabs.go_to(n), f"Alt+{n}") for n in range(1, LAST_TAB)]
+    go_to.append(action("Last chat", lambda: tabs.go_to(LAST_TAB), f"Alt+{LAST_TAB}"))
+    fill(tabs_menu, next_chat, previous_chat, None, *go_to)
+
     models_menu = bar.addMenu("&Models")
-    models = action("Manage models…", window.show_models, QKeySequence("Ctrl+M"))
+    models = action("Manage models…", window.show_models, "Ctrl+M")
     models_menu.addAction(models)
+
+    help_menu = bar.addMenu("&Help")
+    shortcuts = action("Keyboard shortcuts", window.show_shortcuts, "F1", "Ctrl+/")
+    about = action("About Tandem", window.show_about)
+    fill(help_menu, shortcuts, about)
 
     return Actions(
         new_chat=new_chat,
@@ -100,4 +123,9 @@ def build_menus(window: MainWindow) -> Actions:
         models=models,
         highlight=highlight,
         quit=quit_action,
+        next_chat=next_chat,
+        previous_chat=previous_chat,
+        go_to_chat=go_to,
+        shortcuts=shortcuts,
+        about=about,
     )

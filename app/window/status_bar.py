@@ -12,6 +12,8 @@ MESSAGE_MS = 6000
 
 
 class EngineStatusBar(QStatusBar):
+    """The model's name and load progress on the right, short messages on the left."""
+
     def __init__(self, bridge: EngineBridge, parent=None) -> None:
         super().__init__(parent)
         self.setSizeGripEnabled(False)
@@ -28,6 +30,7 @@ class EngineStatusBar(QStatusBar):
         bridge.modelLoaded.connect(self._model_loaded)
         bridge.loadFailed.connect(self._load_failed)
         bridge.engineError.connect(lambda m: self.show_message(m, error=True))
+        bridge.engineFailed.connect(self._engine_failed)
         bridge.statsUpdated.connect(self._stats)
         if bridge.model_info is not None:
             self._model_loaded(bridge.model_info)
@@ -57,6 +60,11 @@ class EngineStatusBar(QStatusBar):
         self.progress.setVisible(False)
         self.model_label.setText("No model")
         self.show_message(f"Model failed to load: {message}", error=True)
+
+    def _engine_failed(self, message: str) -> None:
+        self.progress.setVisible(False)
+        self.model_label.setText("Engine stopped")
+        self.model_label.setToolTip(message)
 
     def _stats(self, stats: EngineStats) -> None:
         busy = stats.running or stats.waiting

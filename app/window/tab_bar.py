@@ -1,4 +1,5 @@
-"""A tab bar whose tabs can be renamed in place (double-click, or `edit_tab`) and reordered."""
+"""A tab bar whose tabs can be renamed in place (double-click, or `edit_tab`) and reordered, and
+the short titles that tell its tabs apart."""
 
 from __future__ import annotations
 
@@ -6,10 +7,13 @@ from PySide6.QtCore import QEvent, QObject, Qt, Signal
 from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import QLineEdit, QTabBar
 
-TAB_TITLE_CHARS = 28
+TAB_TITLE_CHARS = 24
+ELLIPSIS = "…"
 
 
 class RenamableTabBar(QTabBar):
+    """Chat tabs: movable, closable, scrolling with arrows when they overflow."""
+
     tabRenamed = Signal(int, str)
 
     def __init__(self, parent=None) -> None:
@@ -17,7 +21,9 @@ class RenamableTabBar(QTabBar):
         self.setMovable(True)
         self.setTabsClosable(True)
         self.setExpanding(False)
-        self.setElideMode(Qt.TextElideMode.ElideRight)
+        # titles come shortened (distinct_titles); Qt's eliding would squeeze every tab to a few
+        # letters before scrolling, and tabs would look alike
+        self.setElideMode(Qt.TextElideMode.ElideNone)
         self.setDocumentMode(True)
         self.setUsesScrollButtons(True)
         self._editor: QLineEdit | None = None
@@ -62,5 +68,33 @@ class RenamableTabBar(QTabBar):
             self.tabRenamed.emit(index, text)
 
 
-def tab_title(title: str) -> str:
-    return title if len(title) <= TAB_TITLE_CHARS else title[: TAB_TITLE_CHARS - 1] + "…"
+def tab_title(title: str, *, limit: int = TAB_TITLE_CHARS) -> str:
+    """`title` cut to `limit` characters at the end."""
+    return title if len(title) <= limit else title[: limit - 1].rstrip() + ELLIPSIS
+
+
+def _middle_title(title: str, limit: int) -> str:
+    """`title` cut to `limit` characters in the middle, so that its ending shows."""
+    if len(title) <= limit:
+        return title
+    head = (limit - 1) // 2
+    tail = limit - 1 - head
+    return title[:head].rstrip() + ELLIPSIS + title[-tail:].lstrip()
+
+
+def distinct_titles(titles: list[str], *, limit: int = TAB_TITLE_CHARS) -> list[str]:
+    """Short titles that differ wherever the full titles do: cut at the end, or in the middle
+    where that made two alike; equal full titles are numbered ("Notes", "Notes (2)")."""
+    ends = [tab_title(t, limit=limit) for t in titles]
+    short = [
+        _middle_title(title, limit)
+        if any(ends[j] == ends[i] and titles[j] != title for j in range(len(titles)))
+        else ends[i]
+        for i, title in enumerate(titles)
+    ]
+    seen: dict[str, int] = {}
+    for i, text in enumerate(short):
+        seen[text] = seen.get(text, 0) + 1
+        if seen[text] > 1:
+            short[i] = f"{text} ({seen[text]})"
+    return short

@@ -13,6 +13,7 @@ import platform
 import statistics
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import mlx.core as mx
@@ -28,9 +29,10 @@ from engine.bench.baselines import (
     run_ours,
 )
 from engine.bench.charts import speedup_chart
+from engine.bench.synthetic import SyntheticDrafter
 from engine.bench.workloads import WORKLOADS, messages_for, prompt_ids
+from engine.core.step_timing import StepTiming
 from engine.requests import SpecMethod, SpecStats, SpeculativeParams
-from engine.step_timing import StepTiming
 
 DEFAULT_CONCURRENCY = (1, 4, 8)
 DEFAULT_MAX_TOKENS = 64
@@ -78,7 +80,23 @@ def machine() -> dict:
     }
 
 
-def spec_configs(args: argparse.Namespace) -> list[SpeculativeParams]:
+@dataclass(frozen=True)
+class SpecConfig:
+    """One speculative variant of the sweep (acceptance: the synthetic drafter's rate)."""
+
+    params: SpeculativeParams
+    acceptance: float | None = None
+
+    @property
+    def method(self) -> SpecMethod:
+        return SpecMethod(self.params.method)
+
+    @property
+    def draft_tokens(self) -> int:
+        return self.params.draft_tokens
+
+
+def spec_configs(args: argparse.Namespace) -> list[SpecConfig]:
     method = SpecMethod(args.speculative)
     if method == SpecMethod.OFF:
         return []
@@ -89,24 +107,27 @@ def spec_configs(args: argparse.Namespace) -> list[SpeculativeParams]:
         if value is not None
     }
     return [
-        SpeculativeParams(method=method, draft_tokens=k, synthetic_acceptance=a or 0.0, **ngrams)
+        SpecConfig(SpeculativeParams(method=method, draft_tokens=k, **ngrams), a)
         for k in args.draft_tokens
         for a in rates
     ]
 
 
-def with_reference(spec: SpeculativeParams, reference: list[int]) -> SpeculativeParams:
-    if spec.method != SpecMethod.SYNTHETIC:
-        return spec
-    return SpeculativeParams(**{**spec.__dict__, "synthetic_reference": tuple(reference)})
+def arm(synth: SyntheticDrafter, config: SpecConfig, prompts, expected) -> SpeculativeParams:
+    """The request settings for `config`; the synthetic drafter learns the prompts' replies."""
+    if config.method == SpecMethod.SYNTHETIC:
+        for prompt, reference in zip(prompts, expected):
+            synth.expect(prompt, reference, config.acceptance)
+    return config.params
 
 
 async def bench(args: argparse.Namespace) -> dict:
-    from engine.random_model import load_any
+    from engine.models import load_model as load_any
 
     loaded = load_any(args.model)
     model, tokenizer = loaded.model, loaded.tokenizer
     draft = load_any(args.draft_model) if args.draft_model else None
+    synth = SyntheticDrafter(vocab_size=loaded.info.vocab_size)
     eng = Engine(
         EngineConfig(
             model=args.model,
@@ -115,13 +136,14 @@ async def bench(args: argparse.Namespace) -> dict:
             max_batch=max(args.concurrency),
             prompt_cache=False,  # repeated prompts would hit it; the baselines have none
             log_blas=False,
+            extra_drafters=synth.entry(),
         )
     )
     eng.start()
     await eng.wait_ready()
     if args.model and args.model.startswith("random:"):
         # the engine built its own random weights: give the baselines the very same ones
-        model = await eng.run_on_engine_thread(lambda: eng._worker._target.model)
+        model = await eng.run_on_engine_thread(lambda: eng._worker.target.model)
     references: dict[tuple[int, ...], list[int]] = {}
     configs = spec_configs(args)
 
@@ -147,16 +169,16 @@ async def bench(args: argparse.Namespace) -> dict:
             # new shape (batch size, tokens per row), once per process
             for k in sorted({s.draft_tokens for s in configs}):
                 spec = next(s for s in configs if s.draft_tokens == k)
-                specs = [with_reference(spec, r) for r in expected] if expected else spec
-                await run_ours(eng, prompts, args.max_tokens, speculative=specs)
+                params = arm(synth, spec, prompts, expected or [])
+                await run_ours(eng, prompts, args.max_tokens, speculative=params)
         for _ in range(args.repeats):
             if not args.no_baseline:
                 base_runs.append(run_batch_generator(model, tokenizer, prompts, args.max_tokens))
             plain_runs.append(await run_ours(eng, prompts, args.max_tokens))
             for i, spec in enumerate(configs):
-                specs = [with_reference(spec, r) for r in expected] if expected else spec
+                params = arm(synth, spec, prompts, expected or [])
                 await take_timing(eng)
-                run = await run_ours(eng, prompts, args.max_tokens, speculative=specs)
+                run = await run_ours(eng, prompts, args.max_tokens, speculative=params)
                 run.timing = await take_timing(eng)
                 spec_runs[i].append(run)
         mlx_spec = None
@@ -196,7 +218,7 @@ async def take_timing(eng: Engine) -> StepTiming:
     """The engine's step timing since the last call (reset for the next run)."""
 
     def swap() -> StepTiming:
-        scheduler = eng._worker._scheduler
+        scheduler = eng._worker.core.scheduler
         timing, scheduler.timing = scheduler.timing, StepTiming()
         return timing
 
@@ -210,17 +232,12 @@ def make_row(args, c, spec, runs, base_runs, plain, base, expected, mlx_spec) ->
     for r in runs:
         totals.add(r.spec)
         timing.add(r.timing)
-    by_pos = [
-        round(a / d, 3) if d else 0.0
-        for a, d in zip(totals.accepted_by_position, totals.drafted_by_position)
-    ]
+    by_pos = [round(rate, 3) for rate in totals.acceptance_by_position]
     return {
         "concurrency": c,
         "speculative": spec.method.value if spec else "off",
         "draft_tokens": spec.draft_tokens if spec else 0,
-        "acceptance": spec.synthetic_acceptance
-        if spec and spec.method == SpecMethod.SYNTHETIC
-        else None,
+        "acceptance": spec.acceptance if spec else None,
         "workload": args.workload,
         "max_tokens": args.max_tokens,
         "ours_tokens_per_s": round(ours, 2),
@@ -260,7 +277,7 @@ def print_row(row: dict) -> None:
 
 def multiturn_report(args: argparse.Namespace) -> dict:
     from engine.bench.multiturn import print_multiturn, run_sync
-    from engine.random_model import load_any
+    from engine.models import load_model as load_any
 
     loaded = load_any(args.model)
     row = run_sync(

@@ -11,6 +11,7 @@ from typing import Any
 from mlx_lm.generate import BatchGenerator, stream_generate
 
 from engine.api import Engine
+from engine.core.step_timing import StepTiming
 from engine.requests import (
     ErrorEvent,
     FinishedEvent,
@@ -19,7 +20,6 @@ from engine.requests import (
     SpeculativeParams,
     TokenEvent,
 )
-from engine.step_timing import StepTiming
 
 DEFAULT_PREFILL_STEP = 512
 

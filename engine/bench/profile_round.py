@@ -12,8 +12,8 @@ import time
 import mlx.core as mx
 from mlx_lm.models.cache import make_prompt_cache
 
-from engine.batch import merge_row_cache
-from engine.random_model import load_any
+from engine.cache.batch_rows import merge_row_cache
+from engine.models import load_model as load_any
 from engine.sampling import greedy_tokens, log_softmax
 from engine.speculative.rollback import rollback_rows
 

@@ -19,7 +19,7 @@ from mlx_lm.models.cache import BatchKVCache, make_prompt_cache
 
 import engine  # noqa: F401  (OpenBLAS before MLX)
 from engine.cache import LOADING, CacheNamespace, PromptCache
-from engine.random_model import load_any
+from engine.models import load_model
 
 DEFAULT_TOKENS = 4000
 DEFAULT_REPEATS = 5
@@ -41,7 +41,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    model = load_any(args.model).model
+    model = load_model(args.model).model
     rng = random.Random(0)
     tokens = [rng.randrange(100, 49000) for _ in range(args.tokens)]
     row = make_prompt_cache(model)

@@ -31,12 +31,12 @@ from mlx_lm.models.cache import (
 )
 
 from engine.cache.batch_quantized import BatchQuantizedKVCache
+from engine.config import DEFAULT_KV_GROUP_SIZE
 
 log = logging.getLogger(__name__)
 
 KV_BITS = (4, 8)
 KV_GROUP_SIZES = (32, 64, 128)
-DEFAULT_KV_GROUP_SIZE = 64
 
 
 class KVQuantError(ValueError):

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import mlx.core as mx
 import numpy as np
-from mlx_lm.models.cache import BatchKVCache, KVCache
+from mlx_lm.models.cache import BatchKVCache, BatchRotatingKVCache, KVCache
 
 DEFAULT_COMPACT_FRACTION = 0.25  # compact when holes exceed this share of the buffer
 
@@ -186,5 +186,15 @@ def _padding_map(left_padding: mx.array, length: int) -> mx.array:
 
 
 def as_ragged(layers: list) -> list:
-    """Batch caches with per-row holes where mlx-lm's plain BatchKVCache is used."""
-    return [RaggedBatchKVCache.from_batch(c) if type(c) is BatchKVCache else c for c in layers]
+    """Batch caches with per-row holes where mlx-lm's plain BatchKVCache is used, and sliding
+    windows whose masks match their keys (engine/cache/rotating.py)."""
+    from engine.cache.rotating import OrderedBatchRotatingKVCache
+
+    out = []
+    for c in layers:
+        if type(c) is BatchKVCache:
+            c = RaggedBatchKVCache.from_batch(c)
+        elif type(c) is BatchRotatingKVCache:
+            c = OrderedBatchRotatingKVCache.from_batch(c)
+        out.append(c)
+    return out

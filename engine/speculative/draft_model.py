@@ -1,132 +1,205 @@
 """Draft model drafter: a smaller mlx-lm model with the target's tokenizer proposes tokens.
 
-It keeps its own batched cache with the target batch's rows and positions: it prefills every
-prompt alongside the target, consumes every plain decode input and rolls back with the target.
-A verify round runs the draft k times, as mlx-lm's speculative loop does: the last draft token
-is never fed, so after the round the draft lacks the target's last kept position, whose token
-(`lag`) it feeds together with the next input. Joining rows and extracting a row's cache bring
-it back in step first (`sync`). Drafting is greedy; at temperature
-> 0 the target still samples every position and a draft token is kept only when it equals the
-target's sample, so the output distribution stays the target's.
+It keeps its own batched KV cache over the rows it drafts for, keyed by request id, and catches
+up from the tokens it is shown: each round it keeps what still matches the row's history (the
+prompt, the accepted tokens), gives back the rest per row (masked holes, engine/cache/ragged.py)
+and feeds what it lacks, in one forward for all its rows, before drafting k tokens greedily. So it
+needs nothing from the running batch: rows that join catch up alone (in chunks), rows that had no
+draft for a while catch up next time they draft, a failure resets it.
 
-A sliding-window draft keeps its whole history instead of a rotating buffer: a rotated buffer
-has overwritten what a rollback would need. Its masks still limit attention to the window (the
-last `window` real positions, rolled-back holes skipped: engine/cache/ragged.py).
+Drafting is greedy; at temperature > 0 the target still samples every position and a draft token
+is kept only when it equals the target's sample, so the output distribution stays the target's.
+
+A sliding-window draft keeps its whole history in a plain cache instead of a rotating buffer (a
+rotated buffer has overwritten what a rollback needs); its masks still limit attention to the
+window (the last `window` real positions, holes skipped).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 import mlx.core as mx
 from mlx_lm.models.cache import KVCache, RotatingKVCache, make_prompt_cache
 
-from engine.batch import merge_row_cache
+from engine.cache.batch_rows import merge_row_cache
+from engine.cache.recurrent import has_recurrent
+from engine.config import DEFAULT_PREFILL_CHUNK
+from engine.requests import SpecMethod
+from engine.speculative.drafter import Drafter, DraftRow
 from engine.speculative.rollback import rollback_rows
 
+DEFAULT_CATCH_UP_TOKENS = 64  # tokens a batched row may lack and still draft this round
 
-class DraftModelDrafter:
-    name = "draft"
 
-    def __init__(self, loaded: Any) -> None:
+@dataclass
+class _Fed:
+    """The tokens one row's draft cache holds: `real` of them from the row's history, then the
+    draft's own guesses (`extra`), which the next round checks against the history."""
+
+    real: int = 0
+    extra: list[int] = field(default_factory=list)
+
+    @property
+    def length(self) -> int:
+        return self.real + len(self.extra)
+
+
+@dataclass
+class _Joining:
+    """A row catching up alone before it joins the batched cache."""
+
+    cache: list[Any]
+    fed: int = 0
+
+
+class DraftModelDrafter(Drafter):
+    """Drafts with a smaller model that shares the target's tokenizer."""
+
+    name = SpecMethod.DRAFT_MODEL.value
+
+    def __init__(
+        self,
+        loaded: Any,
+        *,
+        prefill_chunk: int = DEFAULT_PREFILL_CHUNK,
+        catch_up_tokens: int = DEFAULT_CATCH_UP_TOKENS,
+    ) -> None:
         self.loaded = loaded  # engine.models.LoadedModel
         self.model = loaded.model
-        self.cache: list[Any] | None = None
-        self.lag: mx.array | None = None  # [B] tokens the target's cache holds and ours lacks
-        self._columns: mx.array | None = None  # the last round's [B, width + 1] columns
+        if has_recurrent(make_prompt_cache(self.model)):
+            raise ValueError(
+                f"{loaded.info.name} has recurrent (state-space or linear attention) layers, "
+                "which a draft model cannot roll back: choose a draft without them"
+            )
+        self.prefill_chunk = prefill_chunk
+        self.catch_up_tokens = catch_up_tokens
+        self._ids: list[str] = []  # the batched cache's rows, in order
+        self._fed: list[_Fed] = []
+        self._cache: list[Any] | None = None
+        self._joining: dict[str, _Joining] = {}
 
-    # -- keeping the batched cache in step with the target's ------------------------------------
+    # -- the Drafter interface -----------------------------------------------------------------
+
+    def propose(self, rows: list[DraftRow]) -> list[list[int]]:
+        try:
+            return self._propose(rows)
+        except Exception:
+            self.reset()  # its caches may be half-updated: catch up again from scratch
+            raise
+
+    def forget(self, request_ids: Iterable[str]) -> None:
+        gone = set(request_ids)
+        for rid in gone & self._joining.keys():
+            del self._joining[rid]
+        if gone & set(self._ids):
+            self._keep([i for i, rid in enumerate(self._ids) if rid not in gone])
+
+    # -- catching up -------------------------------------------------------------------------------
 
     def new_row_cache(self) -> list[Any]:
         layers = make_prompt_cache(self.model)
         return [KVCache() if isinstance(c, RotatingKVCache) else c for c in layers]
 
-    def prefill(self, row_cache: list[Any], chunk: mx.array) -> None:
-        self.model(chunk, cache=row_cache)
-        mx.eval([c.state for c in row_cache])
+    def _propose(self, rows: list[DraftRow]) -> list[list[int]]:
+        index = {rid: i for i, rid in enumerate(self._ids)}
+        for row in rows:
+            if row.request_id not in index:
+                self._catch_up_alone(row)
+        index = {rid: i for i, rid in enumerate(self._ids)}
+        asked = {row.request_id: row for row in rows if row.request_id in index}
+        drafts = self._draft_batch(asked) if asked else {}
+        return [drafts.get(row.request_id, []) for row in rows]
 
-    def sync(self) -> None:
-        """Feed the lagging position, so the draft's cache holds what the target's holds."""
-        if self.lag is not None and self.cache is not None:
-            self.model(self.lag[:, None], cache=self.cache)
-        self.lag = None
+    def _catch_up_alone(self, row: DraftRow) -> None:
+        """Process a new row's history (all but its pending token) alone, a chunk per round;
+        once done it joins the batched cache."""
+        todo = len(row) - 1
+        if todo < 1:
+            return  # nothing to hold yet (a one-token prompt): next round
+        joining = self._joining.setdefault(row.request_id, _Joining(self.new_row_cache()))
+        if joining.fed < todo:
+            n = min(self.prefill_chunk, todo - joining.fed)
+            chunk = row.history()[joining.fed : joining.fed + n]
+            self.model(mx.array(chunk)[None], cache=joining.cache)
+            mx.eval([c.state for c in joining.cache])
+            joining.fed += n
+        if joining.fed == todo:
+            del self._joining[row.request_id]
+            self._join(row.request_id, joining.cache, todo)
 
-    def join(self, row_cache: list[Any]) -> None:
-        self.sync()
+    def _join(self, request_id: str, row_cache: list[Any], fed: int) -> None:
         batch_cache = merge_row_cache(row_cache)
-        if self.cache is None:
-            self.cache = batch_cache
+        if self._cache is None:
+            self._cache = batch_cache
         else:
-            for mine, theirs in zip(self.cache, batch_cache):
+            for mine, theirs in zip(self._cache, batch_cache):
                 mine.extend(theirs)
+        self._ids.append(request_id)
+        self._fed.append(_Fed(real=fed))
 
-    def keep(self, indices: list[int]) -> None:
+    def _keep(self, indices: list[int]) -> None:
         if not indices:
-            self.cache, self.lag = None, None
+            self._ids, self._fed, self._cache = [], [], None
             return
-        if self.lag is not None:
-            self.lag = self.lag[mx.array(indices)]
-        if self.cache is not None:
-            for layer in self.cache:
-                layer.filter(indices)
+        self._ids = [self._ids[i] for i in indices]
+        self._fed = [self._fed[i] for i in indices]
+        for layer in self._cache:
+            layer.filter(indices)
 
-    def consume(self, inputs: mx.array) -> None:
-        """A plain decode step fed these [B] tokens to the target: feed them here too."""
-        self.model(self._with_lag(inputs[:, None]), cache=self.cache)
+    def reset(self) -> None:
+        self._ids, self._fed, self._cache, self._joining = [], [], None, {}
 
-    def rollback(self, surplus: list[int]) -> None:
-        """Drop what the target drops; after a drafting round keep one position less, and
-        remember its token."""
-        rollback_rows(self.cache, surplus)
-        if self._columns is not None:
-            width = self._columns.shape[1] - 1
-            kept_last = mx.array([width - s for s in surplus])
-            self.lag = mx.take_along_axis(self._columns, kept_last[:, None], axis=1)[:, 0]
-            self._columns = None
+    # -- drafting ----------------------------------------------------------------------------------
 
-    def _with_lag(self, x: mx.array) -> mx.array:
-        """Prefix the lagging tokens to [B, n] inputs (and clear the lag)."""
-        if self.lag is None:
-            return x
-        x, self.lag = mx.concatenate([self.lag[:, None], x], axis=1), None
-        return x
-
-    # -- drafting ------------------------------------------------------------------------------
-
-    def draft_columns(self, first: mx.array, given: list[list[int]], use: list[bool], width: int):
-        """Run the draft over `width` columns; return [B, width + 1] target inputs.
-
-        Column 0 is each row's pending token. For rows in `use`, column j+1 is the draft's own
-        greedy token; other rows feed their `given` draft (padded), so every row's draft cache
-        holds the positions the target will hold, less the last (see the module's docstring).
-        """
-        rows = len(given)
-        self._columns = None
-        if not any(use):  # nothing to draft: write the known columns in one forward
-            firsts = first.tolist()
-            x = mx.array(
-                [[t] + g[:width] + [0] * (width - len(g[:width])) for t, g in zip(firsts, given)],
-                dtype=mx.uint32,
-            )
-            self.model(self._with_lag(x), cache=self.cache)
-            return x
-        padded = mx.array(
-            [g[:width] + [0] * (width - len(g[:width])) for g in given], dtype=mx.uint32
-        ).reshape(rows, width)
-        mask = mx.array(use)
-        column = first
-        columns = [first]
-        for j in range(width):
-            x = column[:, None] if j else self._with_lag(column[:, None])
-            logits = self.model(x, cache=self.cache)[:, -1, :]
-            mine = mx.argmax(logits, axis=-1).astype(mx.uint32)
-            column = mx.where(mask, mine, padded[:, j])
+    def _draft_batch(self, asked: dict[str, DraftRow]) -> dict[str, list[int]]:
+        """Feed every batched row what it lacks (rows not asked get nothing new), then draft
+        max k tokens greedily; rows that lacked too much only catch up this round."""
+        missing, surplus = [], []
+        for rid, fed in zip(self._ids, self._fed):
+            row = asked.get(rid)
+            history = row.history() if row is not None else None
+            keep = fed.real
+            if history is not None:
+                for token in fed.extra:  # the draft's guesses the target kept
+                    if keep < len(history) and history[keep] == token:
+                        keep += 1
+                    else:
+                        break
+            surplus.append(fed.length - keep)
+            todo = history[keep:] if history is not None else []
+            missing.append(todo[: self.catch_up_tokens])
+            fed.real, fed.extra = keep, []
+        if any(surplus):
+            rollback_rows(self._cache, surplus)
+        width = max(len(m) for m in missing)
+        if width == 0:
+            return {}
+        x = mx.array([m + [0] * (width - len(m)) for m in missing], dtype=mx.uint32)
+        logits = self.model(x, cache=self._cache)
+        last = mx.array([max(len(m) - 1, 0) for m in missing])
+        column = mx.argmax(logits[mx.arange(len(missing)), last], axis=-1).astype(mx.uint32)
+        rollback_rows(self._cache, [width - len(m) for m in missing])
+        ready = [
+            rid in asked and len(m) > 0 and fed.real + len(m) == len(asked[rid])
+            for rid, m, fed in zip(self._ids, missing, self._fed)
+        ]
+        for fed, m in zip(self._fed, missing):
+            fed.real += len(m)
+        k = max((asked[rid].k for rid, ok in zip(self._ids, ready) if ok), default=0)
+        if k == 0:
+            return {}
+        columns = [column]
+        for _ in range(k - 1):  # the last draft token is never fed
+            logits = self.model(column[:, None], cache=self._cache)
+            column = mx.argmax(logits[:, -1, :], axis=-1).astype(mx.uint32)
             columns.append(column)
-        self._columns = mx.stack(columns, axis=1)
-        return self._columns
-
-    def propose(self, row: Any, k: int) -> list[int]:  # the batch drafts for these rows
-        raise NotImplementedError("draft-model rows are drafted by the batch, all at once")
-
-    def observe(self, row: Any, drafted: list[int], accepted: int) -> None:
-        pass
+        tokens = mx.stack(columns, axis=1).tolist()
+        out = {}
+        for rid, ok, fed, row_tokens in zip(self._ids, ready, self._fed, tokens):
+            fed.extra = row_tokens[: k - 1]  # what was fed after the history
+            if ok:
+                out[rid] = row_tokens[: asked[rid].k]
+        return out

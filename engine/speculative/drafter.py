@@ -1,20 +1,77 @@
-"""The interface every drafter implements: propose up to k tokens per row; learn what was
-accepted. Drafters run on the engine thread and see plain token lists."""
+"""The one interface every drafter implements (prompt lookup, draft model, synthetic, and heads
+that read the target's hidden states): propose tokens for a set of rows, then learn from what
+the verify forward kept.
+
+Drafters run on the engine thread. A drafter that keeps model state (a KV cache of its own) keeps
+it per request id and catches up from the tokens it is shown, so the scheduler and the running
+batch know nothing about it.
+"""
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
-from engine.request_state import RequestState
+from engine.requests import SpeculativeParams
 
 
-class Drafter(Protocol):
-    name: str
+@dataclass(frozen=True)
+class DraftRow:
+    """One row as a drafter sees it: every token so far, ending with the pending input (the
+    next token the target will read), and how many tokens to propose."""
 
-    def propose(self, row: RequestState, k: int) -> list[int]:
-        """Up to k tokens that might follow `row.history` (which ends with the pending input)."""
-        ...
+    request_id: str
+    prompt: Sequence[int]
+    generated: Sequence[int]  # the reply so far; its last token is the pending input if any
+    k: int
+    params: SpeculativeParams
 
-    def observe(self, row: RequestState, drafted: list[int], accepted: int) -> None:
-        """The verify round kept the first `accepted` of `drafted`."""
-        ...
+    def history(self, last: int | None = None) -> list[int]:
+        """The row's tokens (prompt then reply), or only the `last` ones."""
+        if last is not None and last <= len(self.generated):
+            return list(self.generated[len(self.generated) - last :])
+        tokens = list(self.prompt) + list(self.generated)
+        return tokens if last is None else tokens[-last:]
+
+    def __len__(self) -> int:
+        return len(self.prompt) + len(self.generated)
+
+
+@dataclass
+class VerifyFeedback:
+    """What one verify forward kept of one row's draft."""
+
+    request_id: str
+    draft: list[int]
+    accepted: int  # the first `accepted` draft tokens were kept
+    tokens: list[int]  # what the target produced at positions 0..accepted (the last is its own)
+    hidden: Any = None  # the target's last hidden states at the kept positions, when wanted
+
+
+class Drafter:
+    """Base of every drafter: `propose` for a set of rows; the other hooks are optional."""
+
+    name: ClassVar[str] = ""
+    wants_hidden_states: ClassVar[bool] = False  # VerifyFeedback.hidden is filled for it
+
+    def propose(self, rows: list[DraftRow]) -> list[list[int]]:
+        """Up to rows[i].k tokens that might follow row i's history."""
+        raise NotImplementedError
+
+    def learn(self, feedback: list[VerifyFeedback]) -> None:
+        """Called after each verify forward with the rows this drafter proposed for."""
+
+    def forget(self, request_ids: Iterable[str]) -> None:
+        """These requests left the batch: drop what is kept for them."""
+
+    def reset(self) -> None:
+        """Drop what is kept for every request (the engine lost its batch)."""
+
+    def check(self, params: SpeculativeParams) -> None:
+        """Raise ValueError when a request with these settings cannot use this drafter."""
+
+
+def proposes_for_itself(drafter: Drafter) -> bool:
+    """Whether `learn` does anything (the executor skips building feedback otherwise)."""
+    return type(drafter).learn is not Drafter.learn

@@ -1,31 +1,36 @@
 """Prompt lookup decoding: propose what followed the most recent earlier occurrence of the
-longest n-gram that ends the row's history (prompt and reply so far). No second model."""
+longest n-gram that ends the row's history (prompt and reply so far). No second model.
+
+Its cost per round is bounded whatever the history: it searches the last `search_window`
+tokens for n-grams of at most `MAX_NGRAM` tokens (engine/requests.py caps what a request asks).
+"""
 
 from __future__ import annotations
 
-from engine.request_state import RequestState
+from engine.speculative.drafter import Drafter, DraftRow
 
 DEFAULT_SEARCH_WINDOW = 4096  # tokens of history searched; bounds the cost of long chats
 
 
-class PromptLookupDrafter:
+class PromptLookupDrafter(Drafter):
+    """Drafts by copying from the row's own history."""
+
     name = "lookup"
 
     def __init__(self, *, search_window: int = DEFAULT_SEARCH_WINDOW) -> None:
         self.search_window = search_window
 
-    def propose(self, row: RequestState, k: int) -> list[int]:
-        spec = row.request.speculative
-        return lookup(
-            row.history,
-            k,
-            ngram_min=spec.ngram_min,
-            ngram_max=spec.ngram_max,
-            window=self.search_window,
-        )
-
-    def observe(self, row: RequestState, drafted: list[int], accepted: int) -> None:
-        pass
+    def propose(self, rows: list[DraftRow]) -> list[list[int]]:
+        return [
+            lookup(
+                row.history(self.search_window),
+                row.k,
+                ngram_min=row.params.ngram_min,
+                ngram_max=row.params.ngram_max,
+                window=self.search_window,
+            )
+            for row in rows
+        ]
 
 
 def lookup(tokens: list[int], k: int, *, ngram_min: int, ngram_max: int, window: int) -> list[int]:

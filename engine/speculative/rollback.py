@@ -16,6 +16,7 @@ from mlx_lm.models.cache import BatchKVCache, BatchRotatingKVCache, dynamic_roll
 
 from engine.cache.batch_quantized import BatchQuantizedKVCache
 from engine.cache.ragged import RaggedBatchKVCache
+from engine.cache.recurrent import is_recurrent
 
 
 class RollbackError(RuntimeError):
@@ -28,6 +29,8 @@ def rollback_rows(layers: list[Any], surplus: list[int]) -> None:
     shifts = [s - smallest for s in surplus]
     roll = mx.array(shifts)[:, None] if any(shifts) else None
     for layer in layers:
+        if is_recurrent(layer):
+            continue  # recurrent state goes back whole (engine/cache/recurrent.py)
         if isinstance(layer, RaggedBatchKVCache):
             layer.rollback(surplus)
         elif isinstance(layer, BatchRotatingKVCache):

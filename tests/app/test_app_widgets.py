@@ -8,9 +8,10 @@ from PySide6.QtGui import QGuiApplication
 
 from app.chat.message_body import MessageBody, make_options
 from app.chat.prompt_input import PromptInput
-from app.panel.position_chart import PositionChart, acceptance_by_position
+from app.panel.position_chart import PositionChart
 from app.panel.sparkline import Sparkline
 from app.theme import app_icon, load_theme, style_sheet, theme_manager, ui_font
+from engine.requests import SpecStats
 
 MARKDOWN = "Some **bold** and `inline`.\n\n```python\ndef f():\n    return 1\n```\n\nAfter.\n\n```\nplain\n```\n"
 
@@ -105,13 +106,16 @@ def test_themes_resolve_every_colour_and_load_icons(qapp):
 
 
 def test_charts(qtbot):
-    assert acceptance_by_position([3, 1], [4, 4]) == [0.75, 0.25]
     chart = PositionChart()
     spark = Sparkline()
     for w in (chart, spark):
         qtbot.addWidget(w)
         w.resize(200, 80)
-    chart.set_counts([3, 1, 0], [4, 4, 2])
+    chart.set_rates(
+        SpecStats(
+            accepted_by_position=[3, 1, 0], drafted_by_position=[4, 4, 2]
+        ).acceptance_by_position
+    )
     spark.set_values([1.0, 3.0, 2.0])
     assert chart.rates() == [0.75, 0.25, 0.0] and spark.values() == [1.0, 3.0, 2.0]
     assert not chart.grab().isNull() and not spark.grab().isNull()
@@ -148,3 +152,54 @@ def test_draft_highlight_keeps_markdown(qtbot):
         assert cursor.charFormat().background().color().name() == draft, word
     cursor = doc.find("Keep")
     assert cursor.charFormat().background().color().name() != draft
+
+
+def test_code_blocks_are_syntax_coloured_by_pygments_in_both_themes(qtbot):
+    from pygments.styles import get_style_by_name
+    from pygments.token import Keyword, String
+
+    from app.chat.code_highlight import CODE_STYLES
+
+    source = '```python\ndef greet(name):\n    return "hi " + name  # say it\n```\n\n```\nplain text\n```'
+    for theme_name in ("light", "dark"):
+        theme = load_theme(theme_name)
+        body = MessageBody()
+        qtbot.addWidget(body)
+        body.resize(500, 100)
+        body.set_content(source, options=make_options(theme, ui_font()))
+        doc = body.document()
+        style = get_style_by_name(CODE_STYLES[theme_name])
+
+        def colour(word: str, doc=doc) -> str:
+            cursor = doc.find(word)
+            cursor.setPosition(cursor.selectionStart() + 1)
+            return cursor.charFormat().foreground().color().name()
+
+        keyword = "#" + style.style_for_token(Keyword)["color"]
+        string = "#" + style.style_for_token(String)["color"]
+        assert colour("def") == keyword.lower() and colour("return") == keyword.lower()
+        assert colour('"hi') == string.lower()
+        assert colour("def") != colour("greet") != theme.hex("code_text")
+        assert colour("plain text") == theme.hex("code_text")  # no language: not guessed
+        assert body.code_blocks()[0].startswith("def greet(name):")
+
+
+def test_copy_link_says_copied_for_a_moment(qtbot, monkeypatch):
+    import app.chat.message_body as message_body
+
+    monkeypatch.setattr(message_body, "COPIED_FEEDBACK_MS", 80)
+    source = "Intro.\n\n```\nfirst\n```\n\n```\nsecond\n```\n\nEnd."
+    body = _body(qtbot, source, draft_spans=[(0, 6)], highlight_drafts=True)
+    body.show()
+    qtbot.waitExposed(body)
+    links = lambda: [  # noqa: E731
+        body.document().find(text).isNull() is False for text in ("Copied ✓", "Copy")
+    ]
+    assert body.code_blocks() == ["first", "second"]  # two fences in a row stay two blocks
+    body.copy_code(1)
+    assert QGuiApplication.clipboard().text() == "second"
+    assert links() == [True, True]  # block 1 says Copied, block 0 still says Copy
+    html = body.document().toHtml()
+    assert 'href="copy:0"' in html and 'href="copy:1"' in html  # the link still works
+    assert spin(lambda: body.document().find("Copied ✓").isNull(), 2)
+    assert body.document().toPlainText().count("Copy") == 2

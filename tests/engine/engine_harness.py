@@ -12,6 +12,7 @@ from mlx_lm import load as mlx_load
 from mlx_lm.generate import stream_generate
 
 from engine.api import Engine, EngineConfig
+from engine.bench.synthetic import SyntheticDrafter
 from engine.requests import (
     ErrorEvent,
     FinishedEvent,
@@ -86,6 +87,9 @@ async def drain(stream) -> Outcome:
         if isinstance(event, TokenEvent):
             assert isinstance(event.text, str)
             assert len(event.from_draft) == len(event.token_ids)
+            if event.token_ids:  # exact per-token text for highlighting drafts
+                assert len(event.text_pieces) == len(event.token_ids)
+                assert "".join(event.text_pieces) == event.text
             out.tokens += event.token_ids
             out.deltas.append(event.text)
             out.from_draft += event.from_draft
@@ -102,6 +106,7 @@ def with_engine(model_dir, body, **config):
     """Run `body(engine)` in a fresh loop with a started, ready engine; stop it afterwards."""
 
     async def main():
+        config.setdefault("extra_drafters", SYNTH.entry())
         eng = Engine(EngineConfig(model=str(model_dir), log_blas=False, **config))
         eng.start()
         try:
@@ -122,13 +127,16 @@ async def wait_until(predicate, timeout_s: float = 3.0) -> bool:
     return predicate()
 
 
-def synthetic(reference: list[int], acceptance: float, k: int) -> SpeculativeParams:
-    return SpeculativeParams(
-        method=SpecMethod.SYNTHETIC,
-        synthetic_reference=tuple(reference),
-        synthetic_acceptance=acceptance,
-        draft_tokens=k,
-    )
+SYNTH = SyntheticDrafter(vocab_size=VOCAB)  # registered in every test engine
+
+
+def synthetic(
+    prompt: list[int], reference: list[int], acceptance: float, k: int
+) -> SpeculativeParams:
+    """Speculation by the synthetic drafter: rows with this prompt draft `reference` (their
+    greedy reply), each token kept with probability `acceptance`."""
+    SYNTH.expect(prompt, reference, acceptance)
+    return SpeculativeParams(method=SpecMethod.SYNTHETIC, draft_tokens=k)
 
 
 def make_tiny(folder) -> TinyModel:

@@ -33,27 +33,33 @@ from tests.tiny_models import make_tiny_llama_dir
 
 def test_bad_requests_fail_alone(tiny):
     bad = {
-        "oov": (GenerationRequest(prompt_tokens=[5, VOCAB + 7, 9]), ["outside the vocabulary"]),
-        "empty": (GenerationRequest(prompt_tokens=[]), ["prompt is empty"]),
+        "oov": (
+            GenerationRequest(prompt_tokens=[5, VOCAB + 7, 9]),
+            ["prompt_tokens[1]", "outside the vocabulary"],
+        ),
+        "empty": (GenerationRequest(prompt_tokens=[]), ["prompt_tokens is empty"]),
         "top_p": (
             GenerationRequest(
                 prompt_tokens=P_C, sampling=SamplingParams(temperature=0.7, top_p=0.0)
             ),
-            ["top-p", "got 0"],
+            ["sampling.top_p", "got 0"],
         ),
         "too long": (
             GenerationRequest(prompt_tokens=make_prompt(9, 100)),
             ["100 tokens", "context holds 64"],
         ),
-        "nothing": (GenerationRequest(), ["neither messages nor prompt tokens"]),
-        "role": (GenerationRequest(messages=[{"role": "robot", "content": "hi"}]), ["role"]),
-        "max tokens": (GenerationRequest(prompt_tokens=P_C, max_tokens=0), ["max tokens"]),
+        "nothing": (GenerationRequest(), ["neither messages nor prompt_tokens"]),
+        "role": (
+            GenerationRequest(messages=[{"role": "robot", "content": "hi"}]),
+            ["messages[0].role", "'robot'"],
+        ),
+        "max tokens": (GenerationRequest(prompt_tokens=P_C, max_tokens=0), ["max_tokens"]),
         "k": (
             GenerationRequest(
                 prompt_tokens=P_C,
                 speculative=SpeculativeParams(method=SpecMethod.PROMPT_LOOKUP, draft_tokens=99),
             ),
-            ["draft tokens"],
+            ["speculative.draft_tokens", "got 99"],
         ),
         "no draft": (
             GenerationRequest(

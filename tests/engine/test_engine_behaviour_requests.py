@@ -73,7 +73,7 @@ def test_seeded_sampling_unchanged_by_a_speculating_neighbour(tiny):
             collect(
                 eng,
                 GenerationRequest(
-                    prompt_tokens=P_B, max_tokens=40, speculative=synthetic(reference, 1.0, 8)
+                    prompt_tokens=P_B, max_tokens=40, speculative=synthetic(P_B, reference, 1.0, 8)
                 ),
             ),
         )
@@ -99,7 +99,7 @@ def test_seeded_sampling_is_the_same_with_speculation_on(tiny):
                 prompt_tokens=P_A,
                 max_tokens=24,
                 sampling=SEEDED,
-                speculative=synthetic(plain.tokens, 0.8, 4),
+                speculative=synthetic(P_A, plain.tokens, 0.8, 4),
             ),
         )
         return plain, spec
@@ -122,7 +122,7 @@ def test_max_tokens_plain_and_speculative(tiny):
         spec = await collect(
             eng,
             GenerationRequest(
-                prompt_tokens=P_A, max_tokens=5, speculative=synthetic(greedy, 1.0, 8)
+                prompt_tokens=P_A, max_tokens=5, speculative=synthetic(P_A, greedy, 1.0, 8)
             ),
         )
         return plain, one, spec
@@ -265,7 +265,7 @@ def test_request_and_engine_stats(tiny):
             watch(GenerationRequest(prompt_tokens=P_A, max_tokens=120)),
             watch(
                 GenerationRequest(
-                    prompt_tokens=P_B, max_tokens=40, speculative=synthetic(reference, 0.5, 4)
+                    prompt_tokens=P_B, max_tokens=40, speculative=synthetic(P_B, reference, 0.5, 4)
                 )
             ),
         )

@@ -24,11 +24,11 @@ from engine.api import Engine, EngineConfig
 from engine.requests import (
     FinishReason,
     GenerationRequest,
-    SpecMethod,
     SpeculativeParams,
 )
 from engine.text_stream import TextStream
-from tests.engine.engine_harness import TIMEOUT_S, Outcome, collect, make_prompt
+from tests.engine.engine_harness import SYNTH, TIMEOUT_S, Outcome, collect, make_prompt
+from tests.engine.engine_harness import synthetic as harness_synthetic
 from tests.tiny_models import make_tiny_llama_dir
 
 K = 8  # draft tokens in the speculative runs: each round emits 8 accepted tokens + 1
@@ -81,7 +81,9 @@ def run_requests(model_dir, requests: list[GenerationRequest]) -> list[Outcome]:
     """Run the requests at the same time on a fresh engine; stop it afterwards."""
 
     async def main():
-        eng = Engine(EngineConfig(model=str(model_dir), log_blas=False))
+        eng = Engine(
+            EngineConfig(model=str(model_dir), log_blas=False, extra_drafters=SYNTH.entry())
+        )
         eng.start()
         try:
             await asyncio.wait_for(eng.wait_ready(), TIMEOUT_S)
@@ -95,12 +97,7 @@ def run_requests(model_dir, requests: list[GenerationRequest]) -> list[Outcome]:
 
 
 def synthetic(reference: list[int], acceptance: float = 1.0, k: int = K) -> SpeculativeParams:
-    return SpeculativeParams(
-        method=SpecMethod.SYNTHETIC,
-        synthetic_reference=tuple(reference),
-        synthetic_acceptance=acceptance,
-        draft_tokens=k,
-    )
+    return harness_synthetic(PROMPT, reference, acceptance, k)
 
 
 def same_text_as_decode(text: str, decoded: str) -> bool:
@@ -159,7 +156,7 @@ def test_earliest_stop_string_wins_and_absent_ones_do_nothing(tiny, reply):
     both, absent = run_requests(
         tiny.path,
         [
-            GenerationRequest(prompt_tokens=PROMPT, max_tokens=40, stop=(late, early, "")),
+            GenerationRequest(prompt_tokens=PROMPT, max_tokens=40, stop=(late, early)),
             GenerationRequest(prompt_tokens=PROMPT, max_tokens=40, stop=("\x00never\x00",)),
         ],
     )

@@ -22,6 +22,7 @@ from engine.requests import (
     SpeculativeParams,
     TokenEvent,
 )
+from tests.engine.engine_harness import SYNTH, synthetic
 from tests.tiny_models import make_tiny_gemma3_dir, make_tiny_llama_dir
 
 PREFILL_CHUNK = 16  # small, so prompts span several chunks
@@ -67,6 +68,7 @@ async def run_engine(
             prefill_chunk=prefill_chunk,
             prompt_cache=False,
             log_blas=False,
+            extra_drafters=SYNTH.entry(),
         )
     )
     eng.start()
@@ -130,15 +132,16 @@ def mixed_specs(prompts, references):
     kinds = [
         SpeculativeParams(),
         SpeculativeParams(method=SpecMethod.PROMPT_LOOKUP, draft_tokens=3, ngram_max=3),
-        SpeculativeParams(method=SpecMethod.SYNTHETIC, draft_tokens=4, synthetic_acceptance=0.5),
-        SpeculativeParams(method=SpecMethod.SYNTHETIC, draft_tokens=9, synthetic_acceptance=0.9),
+        (4, 0.5),  # synthetic: k and acceptance
+        (9, 0.9),
         SpeculativeParams(method=SpecMethod.AUTO, draft_tokens=6),
     ]
     out = []
-    for i, ref in enumerate(references):
+    for i, (prompt, ref) in enumerate(zip(prompts, references)):
         spec = kinds[i % len(kinds)]
-        if spec.method == SpecMethod.SYNTHETIC:
-            spec = SpeculativeParams(**{**spec.__dict__, "synthetic_reference": tuple(ref)})
+        if isinstance(spec, tuple):
+            k, acceptance = spec
+            spec = synthetic(prompt, ref, acceptance, k)
         out.append(spec)
     return out
 

@@ -40,6 +40,7 @@ from engine.requests import (
     SpeculativeParams,
 )
 from engine.speculative.rollback import rollback_rows
+from tests.engine.engine_harness import SYNTH, synthetic
 from tests.tiny_models import make_tiny_gemma3_dir, make_tiny_llama_dir
 
 PREFILL_CHUNK = 16  # small, so prompts span several chunks
@@ -146,7 +147,13 @@ async def run_engine(model_dir, prompts, *, specs=None, together=False, n=N_TOKE
     """Each prompt's greedy tokens from one engine. together: all requests reach the engine
     thread at once (it is held busy while they are submitted), so they prefill together;
     otherwise they arrive staggered."""
-    config = {"prefill_chunk": PREFILL_CHUNK, "prompt_cache": False, "log_blas": False, **config}
+    config = {
+        "prefill_chunk": PREFILL_CHUNK,
+        "prompt_cache": False,
+        "log_blas": False,
+        "extra_drafters": SYNTH.entry(),
+        **config,
+    }
     eng = Engine(EngineConfig(model=str(model_dir), **config))
     eng.start()
     await eng.wait_ready()
@@ -334,12 +341,7 @@ def test_speculation_on_quantized_cache_equals_plain_decoding(llama, bits, start
     plain = tokens_of(plain)
     specs = [
         SpeculativeParams(method=SpecMethod.PROMPT_LOOKUP, draft_tokens=3, ngram_max=3),
-        SpeculativeParams(
-            method=SpecMethod.SYNTHETIC,
-            draft_tokens=5,
-            synthetic_acceptance=0.6,
-            synthetic_reference=tuple(plain[1]),
-        ),
+        synthetic(prompts[1], plain[1], 0.6, 5),
         SpeculativeParams(method=SpecMethod.AUTO, draft_tokens=6),
         SpeculativeParams(),
     ]

@@ -100,7 +100,7 @@ def test_entry_that_fits_is_restored(llama, tmp_path):
 
 
 def test_random_models_have_their_own_namespace():
-    from engine.random_model import load_random
+    from engine.bench.random_model import load_random
 
     a, a_again = load_random("random:tiny", seed=0), load_random("random:tiny", seed=0)
     b = load_random("random:tiny", seed=1)

@@ -15,9 +15,9 @@ from typing import Any
 import mlx.core as mx
 import mlx.nn as nn
 
+from engine.models import RANDOM_SPEC_PREFIX as RANDOM_PREFIX
 from engine.requests import ModelInfo
 
-RANDOM_PREFIX = "random:"
 DEFAULT_DTYPE = "bfloat16"
 PRESETS: dict[str, dict[str, int]] = {
     "tiny": dict(
@@ -110,12 +110,3 @@ def load_random(spec: str, *, seed: int = 0) -> Any:
         config=vars(args),
         weights_id=weights_id,
     )
-
-
-def load_any(spec: str | None, **kwargs: Any) -> Any:
-    """`engine.models.load_model`, or a random-weight model for a "random:" spec."""
-    if is_random_spec(spec):
-        return load_random(spec)
-    from engine.models import load_model
-
-    return load_model(spec, **kwargs)

@@ -1,13 +1,14 @@
 """Turning a row's new tokens into events: EOS, stop strings and max tokens end a row at the
-right token; text deltas are whole UTF-8 characters; stats are copied out as plain values.
-(vLLM keeps the same job apart from its scheduler, in its OutputProcessor.)"""
+right token; text deltas are whole UTF-8 characters, with the text each token released; stats
+are copied out as plain values. (vLLM keeps the same job apart from its scheduler, in its
+OutputProcessor.)"""
 
 from __future__ import annotations
 
 import copy
 import time
 
-from engine.request_state import RequestState
+from engine.core.request_state import RequestState
 from engine.requests import (
     ErrorEvent,
     Event,
@@ -22,6 +23,8 @@ from engine.requests import (
 
 
 class OutputProcessor:
+    """Events for the rows' new tokens, stats and ends."""
+
     def __init__(self, eos_token_ids: set[int], *, stats_interval_s: float) -> None:
         self.eos = eos_token_ids
         self.stats_interval_s = stats_interval_s
@@ -33,17 +36,10 @@ class OutputProcessor:
         events, self.events = self.events, []
         return events
 
-    def accept(self, state: RequestState, tokens: list[int], drafted: list[bool]) -> bool:
-        """Append new tokens to a row, stream them, and finish the row when it must end.
-
-        Returns True when the row finished (it must then leave the batch)."""
-        self.record(state, tokens, drafted)
-        return self.stream(state)
-
-    def record(self, state: RequestState, tokens: list[int], drafted: list[bool]) -> bool:
-        """The cheap half of `accept`: the tokens join the row up to EOS or max tokens, so the
-        next round can draft from them; `stream` turns them into text later (stop strings
-        may then give some back). Returns True when EOS or max tokens ended the row."""
+    def record(self, state: RequestState, tokens: list[int], drafted: list[bool]) -> int:
+        """The tokens join the row up to EOS or max tokens, so the next round can draft from
+        them; `stream` turns them into text (stop strings may then give some back). Returns
+        how many tokens the reply used, an EOS included."""
         if state.first_token_at is None:
             state.first_token_at = time.perf_counter()
         kept, eos_hit = 0, False
@@ -58,9 +54,8 @@ class OutputProcessor:
                 state.ends_with = FinishReason.LENGTH
                 break
         state.unstreamed += kept
-        state.stats.spec.emitted_tokens += kept + eos_hit
         self.generated_tokens += kept
-        return state.ends_with is not None
+        return kept + eos_hit
 
     def stream(self, state: RequestState) -> bool:
         """Text for the recorded tokens; finish the row if it ended. True when it finished."""
@@ -81,22 +76,30 @@ class OutputProcessor:
                 eos = state.ends_with == FinishReason.STOP
                 state.stats.spec.emitted_tokens -= dropped + eos
                 break
-        if reason is not None:
-            text.append(state.text.finish())
-        delta = "".join(text)
         tokens = state.generated[start:]
+        if reason is not None:
+            held = state.text.finish()
+            if text:
+                text[-1] += held
+            else:
+                text.append(held)
+        delta = "".join(text)
         if tokens or delta:
+            pieces = text if len(text) == len(tokens) else []
             self.events.append(
-                TokenEvent(state.request_id, tokens, delta, state.from_draft[start:])
+                TokenEvent(state.request_id, tokens, delta, state.from_draft[start:], pieces)
             )
         if reason is not None:
             self.finish(state, reason)
             return True
         return False
 
-    def emit_stats(self, rows: list[RequestState]) -> None:
+    def emit_stats(self, rows: list[RequestState], *, plain_rate: float | None = None) -> None:
+        """Stats events for the rows due one; `plain_rate`: what plain decoding measured at
+        this batch size (tokens/s per row)."""
         now = time.perf_counter()
         for state in rows:
+            state.stats.plain_tokens_per_s = plain_rate
             if now - state.last_stats_at >= self.stats_interval_s:
                 state.last_stats_at = now
                 self.events.append(StatsEvent(state.request_id, copy_stats(state, now)))

@@ -1,10 +1,13 @@
-"""What the scheduler keeps for one request while it is waiting, prefilling and decoding."""
+"""What the engine keeps for one request while it waits, is prefilled and decodes.
+
+Only the scheduler changes a RequestState (admission, and `Scheduler.update` with what a step
+produced); the executor reads it. It holds no MLX object: the caches belong to the executor.
+"""
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
 from engine.requests import (
     FinishReason,
@@ -13,21 +16,22 @@ from engine.requests import (
     RequestStatus,
 )
 from engine.sampling import RowSampler
+from engine.speculative.metrics import RecentAcceptance
 from engine.text_stream import TextStream
 
 
 @dataclass
 class RequestState:
+    """One request inside the engine: its prompt, reply so far, text stream and stats."""
+
     request: GenerationRequest
     prompt: list[int]
     sampler: RowSampler
     text: TextStream
     max_new_tokens: int
     status: RequestStatus = RequestStatus.WAITING
-    cache: list[Any] | None = None  # per-layer single-row cache while prefilling
-    draft_cache: list[Any] | None = None  # the draft model's, while prefilling
-    prefilled: int = 0  # prompt tokens already in the cache
-    cache_checked: bool = False  # the prompt cache was asked once
+    prefilled: int = 0  # prompt tokens already in the request's cache
+    cache_ready: bool = False  # the executor made its cache (after the prompt-cache lookup)
     generated: list[int] = field(default_factory=list)
     from_draft: list[bool] = field(default_factory=list)
     stats: RequestStats = field(default_factory=RequestStats)
@@ -37,7 +41,7 @@ class RequestState:
     finish_reason: FinishReason | None = None
     unstreamed: int = 0  # tokens at the end of `generated` not yet turned into text
     ends_with: FinishReason | None = None  # EOS or max tokens reached; text not yet streamed
-    drafter_state: Any = None  # owned by the speculative layer
+    recent: RecentAcceptance = field(default_factory=RecentAcceptance)
 
     @property
     def request_id(self) -> str:
@@ -46,6 +50,12 @@ class RequestState:
     @property
     def finished(self) -> bool:
         return self.status == RequestStatus.FINISHED
+
+    @property
+    def prompt_done(self) -> bool:
+        """Every prompt token but the last is in the cache: the row can join the batch (the
+        last one is its first input, as in `mlx_lm.generate`)."""
+        return self.prefilled >= len(self.prompt) - 1
 
     @property
     def history(self) -> list[int]:
@@ -57,6 +67,7 @@ class RequestState:
         s = self.stats
         s.prompt_tokens = len(self.prompt)
         s.generated_tokens = len(self.generated)
+        s.context_tokens = s.prompt_tokens + s.generated_tokens
         s.elapsed_s = now - self.arrival
         if self.first_token_at is not None:
             s.ttft_s = self.first_token_at - self.arrival
@@ -64,4 +75,5 @@ class RequestState:
             if len(self.generated) > 1 and decode_time > 0:
                 s.decode_tokens_per_s = (len(self.generated) - 1) / decode_time
         s.finish_reason = self.finish_reason
+        s.recent_acceptance = self.recent.rate
         return s

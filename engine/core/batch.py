@@ -1,0 +1,239 @@
+"""The running batch: rows that decode together over one batched KV cache.
+
+Plain decoding is pipelined as in mlx-lm's GenerationBatch: the forward for step n+1 is queued
+(`mx.async_eval`) before the tokens of step n are read back, so Python overhead overlaps compute.
+A verify round needs the last tokens to draft from, so it reads them back first (`flush`), then
+queues one forward over every row's pending input and draft (`verify_launch`) and returns, so
+host work can overlap it, before `verify_collect` picks the target's tokens.
+
+With KV quantization (`kv`), layers whose cache reaches `kv.start` positions are converted to
+BatchQuantizedKVCache after a row joins, after each decode step and after each verify round's
+rollback (engine/cache/kv_quant.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import mlx.core as mx
+
+from engine.cache.batch_rows import merge_row_cache
+from engine.cache.kv_quant import KVQuant, extend_layer, quantize_batch_cache
+from engine.cache.recurrent import RecurrentSnapshot, has_recurrent, set_lengths
+from engine.core.request_state import RequestState
+from engine.sampling import sample_positions, sample_rows
+from engine.speculative.rollback import rollback_rows
+
+
+@dataclass
+class Verify:
+    """A verify forward in flight (DecodeBatch.verify_launch)."""
+
+    x: list[list[int]]  # per row: replayed tokens, the pending token, the draft (unpadded)
+    drafts: list[list[int]]
+    logits: mx.array
+    snapshot: RecurrentSnapshot | None  # recurrent state from before the forward
+
+
+class DecodeBatch:
+    """Rows decoding together: their batched cache, pending inputs and cache lengths."""
+
+    def __init__(self, model: Any, kv: KVQuant | None = None) -> None:
+        self.model = model
+        self.kv = kv  # KV cache quantization settings, None: off
+        self.rows: list[RequestState] = []
+        self.lengths: list[int] = []  # positions each row holds in the cache
+        self.cache: list[Any] | None = None
+        self.inputs: mx.array | None = None  # [B] next input tokens, possibly not yet evaluated
+        self.input_is_sampled: list[bool] = []  # True: the pending input is a new token to emit
+        self.sample_failures: dict[int, str] = {}  # rows whose last sampling raised
+        # Recurrent layers (engine/cache/recurrent.py): a row whose draft was not all kept
+        # feeds its kept tokens again, before its pending input, with the next forward.
+        self.recurrent = False
+        self.replay: list[list[int]] = []
+        self._verify: Verify | None = None
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def index(self, state: RequestState) -> int:
+        return next(i for i, row in enumerate(self.rows) if row is state)
+
+    # -- membership ------------------------------------------------------------------------------
+
+    def add(self, state: RequestState, row_cache: list[Any], last_prompt_token: int) -> None:
+        batch_cache = merge_row_cache(row_cache)
+        if self.cache is None or not self.rows:
+            self.cache = batch_cache
+            self.recurrent = has_recurrent(batch_cache)
+        else:
+            self.cache = [extend_layer(m, t) for m, t in zip(self.cache, batch_cache)]
+        quantize_batch_cache(self.cache, self.kv)
+        token = mx.array([last_prompt_token], dtype=mx.uint32)
+        self.inputs = token if self.inputs is None else mx.concatenate([self.inputs, token])
+        self.rows.append(state)
+        self.lengths.append(len(state.prompt) - 1)
+        self.input_is_sampled.append(False)
+        self.replay.append([])
+
+    def keep(self, indices: list[int]) -> None:
+        """Keep only these rows (in this order)."""
+        if indices == list(range(len(self.rows))):
+            return
+        self.sample_failures = {}
+        if not indices:
+            self.rows, self.lengths, self.cache, self.inputs = [], [], None, None
+            self.input_is_sampled, self.replay = [], []
+            return
+        self.rows = [self.rows[i] for i in indices]
+        self.replay = [self.replay[i] for i in indices]
+        self.lengths = [self.lengths[i] for i in indices]
+        self.input_is_sampled = [self.input_is_sampled[i] for i in indices]
+        assert self.inputs is not None and self.cache is not None
+        self.inputs = self.inputs[mx.array(indices)]
+        for layer in self.cache:
+            layer.filter(indices)
+
+    def remove(self, states: list[RequestState]) -> None:
+        gone = {id(s) for s in states}
+        self.keep([i for i, row in enumerate(self.rows) if id(row) not in gone])
+
+    def extract(self, state: RequestState) -> list[Any]:
+        """Single-row copies of one row's caches (for the prompt cache)."""
+        i = self.index(state)
+        return [layer.extract(i) for layer in self.cache]
+
+    # -- plain decoding --------------------------------------------------------------------------
+
+    def step_launch(self) -> tuple[mx.array, list[bool]]:
+        """Queue one decode step (pipelined); `step_collect` then reads back what the previous
+        step produced. Returns what `step_collect` needs."""
+        assert self.inputs is not None
+        inputs, fresh = self.inputs, self.input_is_sampled
+        contexts = [self._context(i, inputs) for i in range(len(self.rows))]
+        logits = self.model(inputs[:, None], cache=self.cache)[:, -1, :]
+        quantize_batch_cache(self.cache, self.kv)
+        # the token sampled now follows the pending input when that is a new token too
+        positions = [len(r.generated) + f for r, f in zip(self.rows, fresh)]
+        sampled, failures = sample_rows(logits, [r.sampler for r in self.rows], contexts, positions)
+        mx.async_eval(sampled)
+        self.lengths = [n + 1 for n in self.lengths]
+        self.inputs = sampled
+        self.input_is_sampled = [True] * len(self.rows)
+        self.sample_failures = failures
+        return inputs, fresh
+
+    def step_collect(self, launched: tuple[mx.array, list[bool]]) -> list[tuple[RequestState, int]]:
+        """The (row, token) pairs the step before `launched` produced."""
+        inputs, fresh = launched
+        known = inputs.tolist()
+        return [(row, token) for row, token, f in zip(self.rows, known, fresh) if f]
+
+    def _context(self, i: int, inputs: mx.array) -> mx.array | None:
+        row = self.rows[i]
+        if not row.sampler.uses_context:
+            return None
+        tail = mx.array(row.history[-row.sampler.params.repetition_context :], dtype=mx.uint32)
+        if self.input_is_sampled[i]:
+            tail = mx.concatenate([tail, inputs[i : i + 1]])
+        return tail
+
+    def flush(self) -> list[tuple[RequestState, int]]:
+        """Read back pending sampled inputs; returns the (row, token) pairs to emit."""
+        if not any(self.input_is_sampled):
+            return []
+        assert self.inputs is not None
+        known = self.inputs.tolist()
+        out = [(r, t) for r, t, fresh in zip(self.rows, known, self.input_is_sampled) if fresh]
+        self.input_is_sampled = [False] * len(self.rows)
+        return out
+
+    def pending_tokens(self) -> list[int]:
+        """Each row's pending input (call `flush` first)."""
+        assert self.inputs is not None and not any(self.input_is_sampled)
+        return self.inputs.tolist()
+
+    # -- verify rounds ---------------------------------------------------------------------------
+
+    @property
+    def replaying(self) -> bool:
+        """Some row has kept tokens to feed again (recurrent layers only)."""
+        return any(self.replay)
+
+    def verify_launch(self, pending: list[int], drafts: list[list[int]]) -> Verify:
+        """Queue one target forward over every row's replayed tokens, pending input and draft
+        (right-padded), and return at once so host work can overlap it."""
+        x = [r + [t] + d for r, t, d in zip(self.replay, pending, drafts)]
+        width = max(len(row) for row in x)
+        snapshot = None
+        if self.recurrent:
+            snapshot = RecurrentSnapshot.take(self.cache)
+            padded = any(len(row) < width for row in x)
+            set_lengths(self.cache, [len(row) for row in x] if padded else None)
+        tokens = mx.array([row + [0] * (width - len(row)) for row in x], dtype=mx.uint32)
+        try:
+            logits = self.model(tokens, cache=self.cache)
+        finally:
+            if self.recurrent:
+                set_lengths(self.cache, None)
+        mx.async_eval(logits)
+        self.lengths = [n + width for n in self.lengths]
+        self._verify = Verify(x=x, drafts=drafts, logits=logits, snapshot=snapshot)
+        return self._verify
+
+    def verify_collect(
+        self, pending: Verify, histories: list[list[int]]
+    ) -> tuple[list[list[int] | None], dict[int, str]]:
+        """The target's tokens at positions 0..len(draft) of each row's draft (None for a row
+        whose sampling failed, with its message); `histories[i]` ends with row i's pending
+        input."""
+        mx.eval(pending.logits)
+        contexts = [
+            self._verify_contexts(row, history, d)
+            for row, history, d in zip(self.rows, histories, pending.drafts)
+        ]
+        lengths = [len(d) + 1 for d in pending.drafts]
+        starts = [len(r) for r in self.replay]
+        positions = [len(h) - len(r.prompt) for r, h in zip(self.rows, histories)]
+        return sample_positions(
+            pending.logits, [r.sampler for r in self.rows], contexts, lengths, positions, starts
+        )
+
+    def rollback(self, kept: list[int], next_inputs: list[int]) -> None:
+        """Keep row i's replayed tokens, its pending input and the first `kept[i] - 1` draft
+        tokens; give back the rest of what the round wrote; feed `next_inputs` next. With
+        recurrent layers, a row that did not keep its whole draft goes back to its state from
+        before the round and replays what it kept with the next forward."""
+        verify = self._verify
+        width = max(len(row) for row in verify.x)
+        surplus, restore = [], []
+        for i, (row, draft, k) in enumerate(zip(verify.x, verify.drafts, kept)):
+            committed = len(self.replay[i]) + k
+            if self.recurrent and k < len(draft) + 1:
+                surplus.append(width)
+                restore.append(True)
+                self.replay[i] = row[:committed]
+            else:
+                surplus.append(width - committed)
+                restore.append(False)
+                self.replay[i] = []
+        rollback_rows(self.cache, surplus)
+        if verify.snapshot is not None:
+            verify.snapshot.restore_rows(restore)
+        quantize_batch_cache(self.cache, self.kv)
+        self.lengths = [n - s for n, s in zip(self.lengths, surplus)]
+        self.inputs = mx.array(next_inputs, dtype=mx.uint32)
+        self.input_is_sampled = [False] * len(self.rows)
+        self._verify = None
+
+    @staticmethod
+    def _verify_contexts(
+        row: RequestState, history: list[int], draft: list[int]
+    ) -> list[mx.array | None]:
+        if not row.sampler.uses_context:
+            return [None] * (len(draft) + 1)
+        n = row.sampler.params.repetition_context
+        return [
+            mx.array((history + draft[:j])[-n:], dtype=mx.uint32) for j in range(len(draft) + 1)
+        ]

@@ -1,0 +1,62 @@
+"""Can this model run rows of different lengths in one batch? Checked once, when it loads.
+
+Some mlx-lm models cannot take a batch mask (gemma2's attention: a broadcast error at three rows
+or more, and silently wrong logits at exactly two; mlx-lm's own BatchGenerator is wrong the same
+way). So rows of different lengths are run batched and alone, one decode step and one
+multi-token step, on the engine's own batch caches, and compared. A model that fails runs one row
+at a time, with the reason in its ModelInfo, instead of ever being batched wrong.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import mlx.core as mx
+from mlx_lm.models.cache import make_prompt_cache
+
+from engine.cache.batch_rows import merge_row_cache
+from engine.cache.kv_quant import extend_layer
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TOLERANCE = 0.05  # of the largest logit: far above 16-bit rounding, far below a bad mask
+_PROMPTS = ([5, 6, 7, 8, 9, 10], [11, 12, 13], [14, 15, 16, 17])
+_STEP = ([20, 21, 22], [23, 24, 25], [26, 27, 28])
+
+
+def batching_problem(model: Any) -> str | None:
+    """None when batched rows give what each row gives alone; else what went wrong."""
+    try:
+        alone = [_alone(model, p, s) for p, s in zip(_PROMPTS, _STEP)]
+        together = _together(model)
+    except Exception as exc:  # noqa: BLE001 - the reason is the answer
+        return f"a batched forward fails ({exc})"
+    for (one_a, many_a), (one_b, many_b) in zip(alone, together):
+        scale = max(1.0, float(mx.abs(one_a).max()))
+        worst = max(float(mx.abs(one_a - one_b).max()), float(mx.abs(many_a - many_b).max()))
+        if worst > DEFAULT_TOLERANCE * scale:
+            return f"batched rows differ from the same rows alone (by {worst / scale:.0%})"
+    return None
+
+
+def _alone(model: Any, prompt: list[int], step: list[int]) -> tuple[mx.array, mx.array]:
+    cache = make_prompt_cache(model)
+    model(mx.array([prompt]), cache=cache)
+    one = model(mx.array([step[:1]]), cache=cache)[0, -1]
+    many = model(mx.array([step[1:]]), cache=cache)[0]
+    mx.eval(one, many)
+    return one, many
+
+
+def _together(model: Any) -> list[tuple[mx.array, mx.array]]:
+    batch = None
+    for prompt in _PROMPTS:
+        cache = make_prompt_cache(model)
+        model(mx.array([prompt]), cache=cache)
+        rows = merge_row_cache(cache)
+        batch = rows if batch is None else [extend_layer(m, t) for m, t in zip(batch, rows)]
+    one = model(mx.array([s[:1] for s in _STEP]), cache=batch)[:, -1]
+    many = model(mx.array([s[1:] for s in _STEP]), cache=batch)
+    mx.eval(one, many)
+    return [(one[i], many[i]) for i in range(len(_PROMPTS))]

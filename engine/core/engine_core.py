@@ -1,0 +1,73 @@
+"""One engine step in three parts, as vLLM v1's EngineCore: the scheduler plans what runs
+(`schedule`), the executor runs it on the model (`execute`), the scheduler applies what it
+produced to the requests (`update`). A step that fails where no row can be blamed ends every
+request with the error instead of failing again on the next loop."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Any
+
+from engine.config import EngineConfig
+from engine.core.batch_check import batching_problem
+from engine.core.executor import ModelExecutor
+from engine.core.scheduler import Scheduler
+from engine.requests import Event, GenerationRequest
+from engine.speculative.drafter import Drafter
+from engine.speculative.policy import SpeculationPolicy
+from engine.speculative.prompt_lookup import PromptLookupDrafter
+
+log = logging.getLogger(__name__)
+
+
+class EngineCore:
+    """A loaded target model with its scheduler, executor and drafters."""
+
+    def __init__(self, target: Any, *, config: EngineConfig, reuse: Any | None = None) -> None:
+        self.target = target
+        problem = batching_problem(target.model)
+        if problem is not None:
+            log.warning("%s runs one request at a time: %s", target.info.name, problem)
+            target.info.batching_note = f"runs one request at a time: {problem}"
+            config = dataclasses.replace(config, max_batch=1)
+        self.policy = SpeculationPolicy()
+        self.scheduler = Scheduler(target, config=config, policy=self.policy)
+        self.executor = ModelExecutor(target, config=config, reuse=reuse)
+        self.set_drafter(PromptLookupDrafter())
+        for name, make in config.extra_drafters:
+            self.set_drafter(make(target), name=name)
+
+    # -- commands ------------------------------------------------------------------------------
+
+    def add(self, request: GenerationRequest) -> list[Event]:
+        return self.scheduler.add(request)
+
+    def cancel(self, request_id: str) -> None:
+        self.scheduler.cancel(request_id)
+
+    def has_work(self) -> bool:
+        return self.scheduler.has_work()
+
+    def set_drafter(self, drafter: Drafter | None, *, name: str | None = None) -> None:
+        """Install a drafter under its name (None with a name removes it). It serves running
+        requests from the next round: drafters catch up from the rows' tokens."""
+        name = name or drafter.name
+        self.executor.drafters.pop(name, None)
+        if drafter is not None:
+            self.executor.drafters[name] = drafter
+        self.policy.drafters = frozenset(self.executor.drafters)
+
+    # -- the step ------------------------------------------------------------------------------
+
+    def step(self) -> list[Event]:
+        """Do one step's work; return the events it produced."""
+        plan = self.scheduler.schedule()
+        try:
+            output = self.executor.execute(plan, while_waiting=self.scheduler.stream_deferred)
+            self.scheduler.update(plan, output)
+        except Exception as exc:  # noqa: BLE001 - no row can be blamed: end them all, once
+            log.exception("an engine step failed")
+            self.scheduler.fail_all(f"engine step failed: {exc}")
+            self.executor.reset()
+        return self.scheduler.take_events()

@@ -1,0 +1,298 @@
+"""Runs a StepPlan on the target model: rows leave (their caches go to the prompt cache) and
+join, one plain or verify round of the running batch, prompt chunks, prompt-cache lookups. It
+owns every MLX object (the batch's caches, the rows' prefill caches, the drafters) and reports
+plain values in a StepOutput; it never changes a RequestState.
+
+A failure stays with the row that caused it: drafting and sampling are tried per row when the
+batched call raises, a forward that raises is retried row by row (engine/core/recovery.py), and a
+prompt chunk that fails fails its request only.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+import mlx.core as mx
+from mlx_lm.models.cache import make_prompt_cache
+
+from engine.cache import LOADING
+from engine.cache.kv_quant import KVQuant, quantize_row_cache
+from engine.config import EngineConfig
+from engine.core.batch import DecodeBatch
+from engine.core.prefill import PrefillWork, prefill_alone, prefill_together
+from engine.core.recovery import recover_batch
+from engine.core.request_state import RequestState
+from engine.core.step_plan import CacheHit, DecodeRow, StepOutput, StepPlan, TokenRun
+from engine.speculative.drafter import Drafter, DraftRow, VerifyFeedback, proposes_for_itself
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CLEAR_CACHE_EVERY = 256  # steps between MLX buffer-cache clears
+DEFAULT_MAX_REPLAY = 16  # a recurrent row replaying more than this drafts nothing until it commits
+
+
+class ModelExecutor:
+    """The model side of the engine step (vLLM's model runner)."""
+
+    def __init__(
+        self,
+        target: Any,
+        *,
+        config: EngineConfig,
+        reuse: Any | None = None,
+        drafters: dict[str, Drafter] | None = None,
+    ) -> None:
+        self.target = target
+        self.model = target.model
+        self.kv = KVQuant.of(config)
+        self.reuse = reuse  # engine.cache.reuse.PromptReuse, or None
+        self.drafters: dict[str, Drafter] = dict(drafters or {})
+        self.batch = DecodeBatch(self.model, kv=self.kv)
+        self.prefilling: dict[str, list[Any]] = {}  # request id -> its single-row cache
+        self._last_drafts: dict[str, list[int]] = {}  # this round's drafts, to find a bad row
+        self.steps = 0
+
+    # -- the step ------------------------------------------------------------------------------
+
+    def execute(self, plan: StepPlan, *, while_waiting: Callable[[], None]) -> StepOutput:
+        out = StepOutput()
+        if plan.leave:
+            self._leave(plan.leave)
+        for state in plan.join:
+            self.batch.add(state, self.prefilling.pop(state.request_id), state.prompt[-1])
+        if plan.decode:
+            self._decode(plan.decode, out, while_waiting)
+        else:
+            while_waiting()
+        if plan.prefill:
+            self._prefill(plan, out)
+        for state in plan.admit:
+            self._admit(state, out)
+        self.steps += 1
+        if self.steps % DEFAULT_CLEAR_CACHE_EVERY == 0:
+            mx.clear_cache()
+        return out
+
+    def reset(self) -> None:
+        """Forget every row (after a failure the scheduler could not attribute)."""
+        self.batch.keep([])
+        self.prefilling.clear()
+        for drafter in self.drafters.values():
+            drafter.reset()
+
+    # -- leaving and joining -------------------------------------------------------------------
+
+    def _leave(self, states: list[RequestState]) -> None:
+        in_batch = [s for s in states if any(s is row for row in self.batch.rows)]
+        for state in in_batch:
+            self._publish(state)
+        self.batch.remove(in_batch)
+        for state in states:
+            self.prefilling.pop(state.request_id, None)
+        ids = [s.request_id for s in states]
+        for drafter in self.drafters.values():
+            drafter.forget(ids)
+
+    def _publish(self, state: RequestState) -> None:
+        if self.reuse is None:
+            return
+        try:
+            self.reuse.publish(state.prompt + state.generated, self.batch.extract(state))
+        except Exception:  # noqa: BLE001 - caching is best effort
+            log.exception("could not store the prompt cache of %s", state.request_id)
+
+    def _admit(self, state: RequestState, out: StepOutput) -> None:
+        cache = None
+        if self.reuse is not None:
+            try:  # a prefix read from disk is waited for across steps while rows decode
+                match = self.reuse.restore(state.prompt, wait=not self.batch.rows)
+            except Exception:  # noqa: BLE001 - a cache failure never fails the request
+                log.exception("prompt cache lookup failed for %s", state.request_id)
+                match = None
+            if match is LOADING:
+                out.cache_loading.append(state.request_id)
+                return
+            if match is not None:
+                cache = match.target
+                out.cache_hits[state.request_id] = CacheHit(match.tokens, match.source)
+        if cache is None:
+            cache = make_prompt_cache(self.model)
+        quantize_row_cache(cache, self.kv)  # start 0: quantized from the first position
+        self.prefilling[state.request_id] = cache
+
+    # -- prompt processing ---------------------------------------------------------------------
+
+    def _prefill(self, plan: StepPlan, out: StepOutput) -> None:
+        work = [
+            PrefillWork(
+                c.state.request_id,
+                self.prefilling[c.state.request_id],
+                c.state.prompt[c.state.prefilled : c.state.prefilled + c.tokens],
+            )
+            for c in plan.prefill
+            if c.tokens > 0
+        ]
+        left = prefill_together(work, self.model, self.kv) if len(work) > 1 else work
+        for item in left:
+            try:
+                prefill_alone(item, self.model, self.kv)
+            except Exception as exc:  # noqa: BLE001 - a failing prompt fails only its request
+                log.exception("prompt processing failed for %s", item.request_id)
+                self.prefilling.pop(item.request_id, None)
+                out.fail(item.request_id, f"prompt processing failed: {exc}")
+        for chunk in plan.prefill:
+            rid = chunk.state.request_id
+            if rid not in out.failed:
+                out.prefilled[rid] = chunk.state.prefilled + chunk.tokens
+
+    # -- decoding ------------------------------------------------------------------------------
+
+    def _decode(self, rows: list[DecodeRow], out: StepOutput, while_waiting) -> None:
+        by_row = {id(r.state): r for r in rows}
+        plan = [by_row.get(id(state)) or DecodeRow(state) for state in self.batch.rows]
+        try:
+            if any(r.k for r in plan) or self.batch.replaying:
+                self._verify_round(plan, out, while_waiting)
+            else:
+                self._plain_step(out, while_waiting)
+        except Exception as exc:  # noqa: BLE001 - find the row that caused it
+            log.warning("a decode step failed: %s", exc, exc_info=True)
+            probes = self._probes(plan)
+            for rid, message in recover_batch(self.batch, exc, probes).items():
+                out.fail(rid, message)
+
+    def _probes(self, plan: list[DecodeRow]) -> list[list[int]]:
+        """The inputs each row had in the failed step: its pending token and its draft."""
+        drafts = self._last_drafts
+        try:
+            pending = self.batch.inputs.tolist()
+        except Exception:  # noqa: BLE001 - recover_batch reports it
+            return [[0] for _ in plan]
+        return [
+            replay + [t] + drafts.get(r.state.request_id, [])
+            for replay, t, r in zip(self.batch.replay, pending, plan)
+        ]
+
+    def _plain_step(self, out: StepOutput, while_waiting) -> None:
+        batch = self.batch
+        start = time.perf_counter()
+        self._last_drafts = {}
+        launched = batch.step_launch()
+        while_waiting()
+        for state, token in batch.step_collect(launched):
+            out.add_run(state.request_id, TokenRun([token]))
+        for i, message in batch.sample_failures.items():
+            out.fail(batch.rows[i].request_id, message)
+        elapsed = time.perf_counter() - start
+        # pipelined: a step waits for the previous forward, so its length is about one forward
+        out.forward_costs.append((len(batch), 1, elapsed))
+        out.timing.plain_steps += 1
+        out.timing.plain_s += elapsed
+
+    def _verify_round(self, plan: list[DecodeRow], out: StepOutput, while_waiting) -> None:
+        """Draft for every row that speculates, verify all rows in one target forward, keep
+        each row's accepted prefix plus the target's own next token, roll back the rest."""
+        batch = self.batch
+        t0 = time.perf_counter()
+        for state, token in batch.flush():
+            out.add_run(state.request_id, TokenRun([token]))
+        pending = batch.pending_tokens()
+        histories = [s.history + t for s, t in zip(batch.rows, _fresh_tokens(out, batch.rows))]
+        drafts = self._propose(plan, histories, out)
+        for i, replay in enumerate(batch.replay):
+            if len(replay) > DEFAULT_MAX_REPLAY:
+                drafts[i] = []  # commit its state this round: nothing to reject
+        self._last_drafts = {r.state.request_id: d for r, d in zip(plan, drafts) if d}
+        t1 = time.perf_counter()
+        if not any(drafts) and not batch.replaying:
+            self._plain_step(out, while_waiting)
+            out.timing.plan_s += t1 - t0
+            return
+        verify = batch.verify_launch(pending, drafts)
+        t_launched = time.perf_counter()
+        while_waiting()
+        t_streamed = time.perf_counter()
+        targets, failures = batch.verify_collect(verify, histories)
+        t2 = time.perf_counter()
+        kept, next_inputs = [], []
+        feedback: dict[str, list[VerifyFeedback]] = {}
+        for i, (row, draft, target) in enumerate(zip(plan, drafts, targets)):
+            rid = row.state.request_id
+            if target is None:
+                out.fail(rid, failures[i])
+                kept.append(1)
+                next_inputs.append(0)
+                continue
+            accepted = 0
+            while accepted < len(draft) and draft[accepted] == target[accepted]:
+                accepted += 1
+            kept.append(accepted + 1)
+            next_inputs.append(target[accepted])
+            out.add_run(rid, TokenRun(target[: accepted + 1], draft, accepted))
+            if row.drafter is not None and draft:
+                feedback.setdefault(row.drafter, []).append(
+                    VerifyFeedback(rid, draft, accepted, target[: accepted + 1])
+                )
+        batch.rollback(kept, next_inputs)
+        for name, items in feedback.items():
+            drafter = self.drafters[name]
+            if proposes_for_itself(drafter):
+                drafter.learn(items)
+        t3 = time.perf_counter()
+        width = max(len(row) for row in verify.x)
+        verify_s = (t_launched - t1) + (t2 - t_streamed)
+        out.forward_costs.append((len(batch), width, verify_s))
+        out.draft_s, out.verify_s, out.sample_s = t1 - t0, verify_s, 0.0
+        timing = out.timing
+        timing.verify_rounds += 1
+        timing.plan_s += t1 - t0
+        timing.forward_s += verify_s
+        timing.rollback_s += t3 - t2
+        timing.output_s += t_streamed - t_launched
+
+    def _propose(
+        self, plan: list[DecodeRow], histories: list[list[int]], out: StepOutput
+    ) -> list[list[int]]:
+        """Each drafter proposes for its rows at once; when that raises, row by row, and a row
+        that fails alone fails."""
+        drafts: list[list[int]] = [[] for _ in plan]
+        groups: dict[str, list[int]] = {}
+        for i, row in enumerate(plan):
+            if row.k and row.drafter is not None and row.state.request_id not in out.failed:
+                groups.setdefault(row.drafter, []).append(i)
+        for name, indices in groups.items():
+            drafter = self.drafters[name]
+            rows = [_draft_row(plan[i], histories[i]) for i in indices]
+            try:
+                proposals = drafter.propose(rows)
+            except Exception:  # noqa: BLE001 - find the row
+                log.warning("drafter %s failed; trying its rows one by one", name, exc_info=True)
+                proposals = []
+                for row in rows:
+                    try:
+                        proposals.append(drafter.propose([row])[0])
+                    except Exception as exc:  # noqa: BLE001 - this row fails alone
+                        out.fail(row.request_id, f"drafting failed: {exc}")
+                        proposals.append([])
+            for i, proposal in zip(indices, proposals):
+                drafts[i] = [int(t) for t in proposal[: plan[i].k]]
+        return drafts
+
+
+def _draft_row(row: DecodeRow, history: list[int]) -> DraftRow:
+    state = row.state
+    return DraftRow(
+        request_id=state.request_id,
+        prompt=state.prompt,
+        generated=history[len(state.prompt) :],
+        k=row.k,
+        params=state.request.speculative,
+    )
+
+
+def _fresh_tokens(out: StepOutput, rows: list[RequestState]) -> list[list[int]]:
+    """Per row, the tokens this step has produced so far (read back, not yet recorded)."""
+    return [[t for run in out.runs.get(s.request_id, []) for t in run.tokens] for s in rows]

@@ -1,0 +1,80 @@
+"""Prompt processing: chunks of several waiting prompts in one forward.
+
+A prompt alone is processed exactly as `mlx_lm.generate` does. Several prompts share one
+forward the way mlx-lm's BatchGenerator does it: their single-row caches merge into a batch
+cache (left padding), the chunks are right-padded, and `prepare`/`finalize` roll the padding out
+of the way; each row then gets its own cache back (`extract`). One weight read serves every
+prompt, which is what prompt processing on a memory-bound CPU needs. A batched forward works on
+merged copies, so when it fails the rows' own caches are untouched and each can run alone.
+
+With KV quantization (`kv`), a row's cache is quantized once it holds `kv.start` positions,
+checked before the first chunk and after every chunk (engine/cache/kv_quant.py); rows share a
+forward only with rows whose caches have the same layer types (all quantized, or none).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import mlx.core as mx
+
+from engine.cache.kv_quant import KVQuant, cache_signature, merge_layer, quantize_row_cache
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class PrefillWork:
+    """One request's chunk: `tokens` go into its single-row `cache`."""
+
+    request_id: str
+    cache: list[Any]
+    tokens: list[int]
+
+
+def prefill_alone(work: PrefillWork, model: Any, kv: KVQuant | None = None) -> None:
+    model(mx.array(work.tokens)[None], cache=work.cache)
+    quantize_row_cache(work.cache, kv)
+    mx.eval([c.state for c in work.cache])
+
+
+def prefill_together(
+    group: list[PrefillWork], model: Any, kv: KVQuant | None = None
+) -> list[PrefillWork]:
+    """One forward over the chunks of the requests whose caches have the same layer types
+    (each such set in its own forward). Returns the work left for the caller to run alone:
+    requests with no partner, and those of a batched forward that failed."""
+    parts: dict[tuple[str, ...], list[PrefillWork]] = {}
+    for work in group:
+        parts.setdefault(cache_signature(work.cache), []).append(work)
+    left = []
+    for part in parts.values():
+        if len(part) == 1:
+            left += part
+            continue
+        try:
+            _prefill_padded(part, model, kv)
+        except Exception:  # noqa: BLE001 - the caller retries them alone
+            log.warning("batched prefill failed; retrying the prompts one by one", exc_info=True)
+            left += part
+    return left
+
+
+def _prefill_padded(group: list[PrefillWork], model: Any, kv: KVQuant | None) -> None:
+    lengths = [len(w.tokens) for w in group]
+    width = max(lengths)
+    padding = [width - n for n in lengths]
+    tokens = mx.array([w.tokens + [0] * (width - len(w.tokens)) for w in group], dtype=mx.uint32)
+    row_caches = [w.cache for w in group]
+    layers = [merge_layer([c[i] for c in row_caches]) for i in range(len(row_caches[0]))]
+    for layer in layers:
+        layer.prepare(lengths=lengths, right_padding=padding)
+    model(tokens, cache=layers)
+    for layer in layers:
+        layer.finalize()
+    mx.eval([layer.state for layer in layers])
+    for row, caches in enumerate(row_caches):  # only now: a failure above leaves them as they were
+        caches[:] = [layer.extract(row) for layer in layers]
+        quantize_row_cache(caches, kv)

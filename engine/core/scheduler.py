@@ -1,0 +1,287 @@
+"""Continuous batching's bookkeeping: which requests wait, are prefilled, run and leave; what each
+step runs (`schedule`); and what it produced, applied to the requests (`update`). It never
+touches a model (engine/core/executor.py does), as vLLM v1's scheduler.
+
+As `mlx_lm.generate` does, a request's prompt is processed up to its last token (after the
+longest prefix the prompt cache restores); the last token joins the running batch as the row's
+first input. A verify round's text is made while the next forward runs (`stream_deferred`).
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from collections import deque
+from typing import Any
+
+from engine.config import EngineConfig
+from engine.core.outputs import OutputProcessor
+from engine.core.request_state import RequestState
+from engine.core.step_plan import DecodeRow, PrefillChunk, StepOutput, StepPlan, TokenRun
+from engine.core.step_timing import StepTiming
+from engine.prompt import build_prompt
+from engine.requests import (
+    ErrorEvent,
+    Event,
+    FinishReason,
+    GenerationRequest,
+    PrefillProgressEvent,
+    RequestStatus,
+    SpecStats,
+)
+from engine.sampling import RowSampler, validate_sampling
+from engine.speculative import metrics
+from engine.speculative.policy import SpeculationPolicy
+from engine.text_stream import TextStream
+
+log = logging.getLogger(__name__)
+
+
+class Scheduler:
+    """The engine's requests, their queues and their life cycle."""
+
+    def __init__(self, target: Any, *, config: EngineConfig, policy: SpeculationPolicy) -> None:
+        self.target = target  # engine.models.LoadedModel: its tokenizer and info
+        self.config = config
+        self.policy = policy
+        self.waiting: deque[RequestState] = deque()
+        self.prefilling: list[RequestState] = []
+        self.running: list[RequestState] = []  # in the executor's batch
+        self._leaving: list[RequestState] = []  # ended; the executor still holds their caches
+        self._deferred: list[RequestState] = []  # rows whose last round's text is not out yet
+        self._admit_again: list[RequestState] = []  # their cached prefix is still read from disk
+        self._cancelled: set[str] = set()
+        self.out = OutputProcessor(
+            set(target.tokenizer.eos_token_ids), stats_interval_s=config.stats_interval_s
+        )
+        self.timing = StepTiming()
+        self.steps = 0
+
+    # -- queries -------------------------------------------------------------------------------
+
+    @property
+    def context_length(self) -> int | None:
+        return self.config.max_context or self.target.info.context_length
+
+    def has_work(self) -> bool:
+        return bool(self.waiting or self.prefilling or self.running or self._leaving)
+
+    def counts(self) -> tuple[int, int]:
+        """(running, waiting): running includes rows being prefilled."""
+        return len(self.running) + len(self.prefilling), len(self.waiting)
+
+    def spec_snapshot(self) -> SpecStats:
+        """Speculation totals: finished requests plus the rows still running."""
+        total = copy.deepcopy(self.out.spec_totals)
+        for state in self.running:
+            total.add(state.stats.spec)
+        return total
+
+    # -- commands ------------------------------------------------------------------------------
+
+    def add(self, request: GenerationRequest) -> list[Event]:
+        """Queue a request; a request that cannot run ends at once with an ErrorEvent."""
+        try:
+            state = self._new_state(request)
+        except Exception as exc:  # noqa: BLE001 - any bad input fails this request only
+            log.info("request %s refused: %s", request.request_id, exc)
+            return [ErrorEvent(request.request_id, str(exc))]
+        self.waiting.append(state)
+        return []
+
+    def cancel(self, request_id: str) -> None:
+        self._cancelled.add(request_id)
+
+    def cancel_all(self, reason: str) -> None:
+        ids = [s.request_id for q in (self.waiting, self.prefilling, self.running) for s in q]
+        if ids:
+            log.info("cancelling %d requests: %s", len(ids), reason)
+        self._cancelled.update(ids)
+
+    def fail_all(self, message: str) -> None:
+        """End every request with an error (a step failed in a way no row can be blamed for)."""
+        for state in [*self.waiting, *self.prefilling, *self.running]:
+            if not state.finished:
+                self.out.fail(state, message)
+        self.waiting.clear()
+        self.prefilling, self.running, self._leaving, self._deferred = [], [], [], []
+
+    def take_events(self) -> list[Event]:
+        return self.out.take()
+
+    # -- schedule: what the next step runs -----------------------------------------------------
+
+    def schedule(self) -> StepPlan:
+        plan = StepPlan()
+        self._apply_cancellations()
+        plan.leave, self._leaving = self._leaving, []
+        for state in [s for s in self.prefilling if s.prompt_done and s.cache_ready]:
+            self.prefilling.remove(state)
+            self.running.append(state)
+            state.status = RequestStatus.RUNNING
+            plan.join.append(state)
+        if self.running:
+            plan.decode = self._decode_rows()
+        plan.prefill = self._prefill_chunks()
+        plan.admit = [s for s in self._admit_again if s in self.prefilling]
+        self._admit_again = []
+        while self.waiting and len(self.running) + len(self.prefilling) < self.config.max_batch:
+            state = self.waiting.popleft()
+            state.status = RequestStatus.PREFILLING
+            self.prefilling.append(state)
+            plan.admit.append(state)
+        self.steps += 1
+        return plan
+
+    def _decode_rows(self) -> list[DecodeRow]:
+        if not self.policy.speculates(self.running):
+            return [DecodeRow(state) for state in self.running]
+        choices = self.policy.plan(self.running)
+        for state, choice in zip(self.running, choices):
+            state.stats.speculation_note = choice.note
+        return [DecodeRow(s, c.k, c.drafter, c.note) for s, c in zip(self.running, choices)]
+
+    def _prefill_chunks(self) -> list[PrefillChunk]:
+        """Up to one chunk of prompt tokens, for the oldest requests."""
+        budget, chunks = self.config.prefill_chunk, []
+        for state in self.prefilling:
+            if len(chunks) >= self.config.max_batch or budget <= 0:
+                break
+            todo = len(state.prompt) - 1 - state.prefilled
+            if todo > 0 and state.cache_ready:
+                n = min(todo, budget)
+                chunks.append(PrefillChunk(state, n))
+                budget -= n
+        return chunks
+
+    def _apply_cancellations(self) -> None:
+        if not self._cancelled:
+            return
+        ids, self._cancelled = self._cancelled, set()
+        for state in [s for s in self.waiting if s.request_id in ids]:
+            self.waiting.remove(state)
+            self.out.finish(state, FinishReason.CANCELLED)
+        for queue in (self.prefilling, self.running):
+            for state in [s for s in queue if s.request_id in ids]:
+                queue.remove(state)
+                if state.unstreamed:  # its last round's text first
+                    self.out.stream(state)
+                if not state.finished:
+                    self.out.cancel(state)
+                self._leaving.append(state)
+
+    # -- update: what a step produced ----------------------------------------------------------
+
+    def update(self, plan: StepPlan, output: StepOutput) -> None:
+        for rid, message in output.failed.items():
+            state = self._find(rid)
+            if state is not None and not state.finished:
+                self.out.fail(state, message)
+                self._end(state)
+        for state in plan.admit:
+            if state.request_id in output.cache_loading:
+                self._admit_again.append(state)
+                continue
+            hit = output.cache_hits.get(state.request_id)
+            state.cache_ready = True
+            if hit is not None and not state.finished:
+                state.prefilled = hit.tokens
+                state.stats.cached_tokens = hit.tokens
+                state.stats.cache_source = hit.source
+        for chunk in plan.prefill:
+            state = chunk.state
+            if state.request_id in output.prefilled and not state.finished:
+                state.prefilled = output.prefilled[state.request_id]
+                self.out.events.append(
+                    PrefillProgressEvent(state.request_id, state.prefilled + 1, len(state.prompt))
+                )
+        for batch, width, seconds in output.forward_costs:
+            self.policy.costs.record(batch, width, seconds)
+        self.timing.add(output.timing)
+        for row in plan.decode:
+            for run in output.runs.get(row.state.request_id, []):
+                if row.state.finished:
+                    break
+                self._apply_run(row.state, run, output)
+        self.out.emit_stats(self.running, plain_rate=self._plain_rate())
+
+    def _apply_run(self, state: RequestState, run: TokenRun, output: StepOutput) -> None:
+        drafted = [True] * run.accepted + [False] * (len(run.tokens) - run.accepted)
+        used = self.out.record(state, run.tokens, drafted)
+        metrics.record_forward(state.stats.spec, emitted=used, saved=min(run.accepted, used))
+        if run.draft is None:
+            if self.out.stream(state):
+                self._end(state)
+            return
+        metrics.record_round(
+            state.stats.spec,
+            run.draft,
+            run.accepted,
+            draft_s=output.draft_s,
+            verify_s=output.verify_s,
+            sample_s=output.sample_s,
+        )
+        state.recent.add(len(run.draft), run.accepted)
+        self.policy.observe(state.request_id, len(run.draft), run.accepted)
+        # a row that ended, or the reply's first tokens, stream now; the rest next step
+        if state.ends_with is not None or state.unstreamed == len(state.generated):
+            if self.out.stream(state):
+                self._end(state)
+        elif state not in self._deferred:
+            self._deferred.append(state)
+
+    def stream_deferred(self) -> None:
+        """Text for the tokens the last round recorded (run while the next forward runs)."""
+        rows, self._deferred = self._deferred, []
+        for state in rows:
+            if not state.finished and state.unstreamed and self.out.stream(state):
+                self._end(state)
+
+    def _plain_rate(self) -> float | None:
+        seconds = self.policy.costs.seconds.get((len(self.running), 1))
+        return 1.0 / seconds if seconds else None
+
+    def _end(self, state: RequestState) -> None:
+        """A request finished: it leaves its queue; the executor drops it next step."""
+        for queue in (self.prefilling, self.running):
+            if state in queue:
+                queue.remove(state)
+                self._leaving.append(state)
+        self.policy.forget(state.request_id)
+
+    def _find(self, request_id: str) -> RequestState | None:
+        for state in [*self.running, *self.prefilling, *self.waiting]:
+            if state.request_id == request_id:
+                return state
+        return None
+
+    # -- admission -----------------------------------------------------------------------------
+
+    def _new_state(self, request: GenerationRequest) -> RequestState:
+        tokenizer = self.target.tokenizer
+        vocab = self.target.info.vocab_size
+        prompt = build_prompt(request, tokenizer, vocab_size=vocab)
+        validate_sampling(request.sampling, vocab)
+        self.policy.check(request.speculative)
+        max_new = request.max_tokens
+        context = self.context_length
+        if context is not None:
+            if len(prompt) >= context:
+                raise ValueError(
+                    f"the prompt is {len(prompt)} tokens but the model's context holds "
+                    f"{context}: shorten the conversation or start a new chat"
+                )
+            max_new = min(max_new, context - len(prompt))
+        state = RequestState(
+            request=request,
+            prompt=prompt,
+            sampler=RowSampler(request.sampling),
+            text=TextStream(
+                tokenizer.detokenizer,
+                stop=tuple(request.stop),
+                continues=request.continue_reply,
+            ),
+            max_new_tokens=max_new,
+        )
+        state.stats.prompt_tokens = len(prompt)
+        return state

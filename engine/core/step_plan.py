@@ -1,0 +1,84 @@
+"""The plain data between the three parts of an engine step: what the scheduler plans
+(`StepPlan`), and what the executor produced running it (`StepOutput`), which the scheduler's
+`update` applies to the requests (as vLLM v1's SchedulerOutput and ModelRunnerOutput)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from engine.core.request_state import RequestState
+from engine.core.step_timing import StepTiming
+
+
+@dataclass
+class PrefillChunk:
+    """Process the next `tokens` prompt tokens of a request."""
+
+    state: RequestState
+    tokens: int
+
+
+@dataclass
+class DecodeRow:
+    """A row of the running batch and its draft this step: `k` tokens from `drafter` (0: plain)."""
+
+    state: RequestState
+    k: int = 0
+    drafter: str | None = None
+    note: str | None = None  # why it runs plain although it asked to speculate
+
+
+@dataclass
+class StepPlan:
+    """What one step runs, in this order: rows leave, rows join, one decode or verify round of
+    the running batch, prompt chunks, then the prompt cache is asked for newly admitted rows."""
+
+    leave: list[RequestState] = field(default_factory=list)  # finished: publish, then drop
+    join: list[RequestState] = field(default_factory=list)  # prompt processed: join the batch
+    decode: list[DecodeRow] = field(default_factory=list)  # the running batch
+    prefill: list[PrefillChunk] = field(default_factory=list)
+    admit: list[RequestState] = field(default_factory=list)  # look up their cached prefix
+
+    @property
+    def empty(self) -> bool:
+        return not (self.leave or self.join or self.decode or self.prefill or self.admit)
+
+
+@dataclass
+class TokenRun:
+    """Tokens that one target forward produced for a row: with a draft, the accepted draft
+    tokens then the target's own; without, one token."""
+
+    tokens: list[int]
+    draft: list[int] | None = None  # the draft this forward verified (None: a plain step)
+    accepted: int = 0
+
+
+@dataclass
+class CacheHit:
+    """The prompt cache restored this many prompt tokens of a request."""
+
+    tokens: int
+    source: str  # "ram" or "disk"
+
+
+@dataclass
+class StepOutput:
+    """What running a StepPlan produced, by request id."""
+
+    runs: dict[str, list[TokenRun]] = field(default_factory=dict)
+    prefilled: dict[str, int] = field(default_factory=dict)  # prompt tokens now cached
+    cache_hits: dict[str, CacheHit] = field(default_factory=dict)
+    cache_loading: list[str] = field(default_factory=list)  # prefix still read from disk: ask again
+    failed: dict[str, str] = field(default_factory=dict)  # request id -> message
+    forward_costs: list[tuple[int, int, float]] = field(default_factory=list)  # batch, width, s
+    timing: StepTiming = field(default_factory=StepTiming)
+    draft_s: float = 0.0  # this step's drafting, shared by the rows that drafted
+    verify_s: float = 0.0
+    sample_s: float = 0.0
+
+    def add_run(self, request_id: str, run: TokenRun) -> None:
+        self.runs.setdefault(request_id, []).append(run)
+
+    def fail(self, request_id: str, message: str) -> None:
+        self.failed.setdefault(request_id, message)

@@ -1,0 +1,94 @@
+"""Which drafter proposes for each running row and how many tokens (k), every round: the fixed
+methods ask their own drafter for their own k; "auto" rows share one k picked from measured
+costs and their recent acceptance (engine/speculative/auto.py), with the draft model when one is
+loaded and prompt lookup otherwise. Pure Python: it never touches a model."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from engine.core.request_state import RequestState
+from engine.requests import MAX_DRAFT_TOKENS, SpecMethod, SpeculativeParams
+from engine.speculative.auto import AutoPolicy, CostModel, RowAcceptance
+
+
+@dataclass(frozen=True)
+class DraftChoice:
+    """One row's draft this round: `k` tokens from the drafter named `drafter` (k=0: none)."""
+
+    drafter: str | None = None
+    k: int = 0
+    note: str | None = None  # why a row that asked to speculate runs plain
+
+
+@dataclass
+class SpeculationPolicy:
+    """Plans each round's drafts; learns each row's acceptance from the rounds' outcomes."""
+
+    auto: AutoPolicy = field(default_factory=AutoPolicy)
+    drafters: frozenset[str] = frozenset()  # names of the drafters that can run now
+    _acceptance: dict[str, RowAcceptance] = field(default_factory=dict)
+
+    @property
+    def costs(self) -> CostModel:
+        return self.auto.costs
+
+    def check(self, spec: SpeculativeParams) -> None:
+        """Refuse (ValueError) a method whose drafter is not there."""
+        method = SpecMethod(spec.method)
+        if method in (SpecMethod.OFF, SpecMethod.AUTO):
+            return
+        if method.value not in self.drafters:
+            if method == SpecMethod.DRAFT_MODEL:
+                raise ValueError("speculative.method 'draft' needs a draft model: load one first")
+            raise ValueError(f"speculative method {method.value!r} is not available")
+
+    def speculates(self, rows: list[RequestState]) -> bool:
+        return any(_method(r) != SpecMethod.OFF for r in rows)
+
+    def plan(self, rows: list[RequestState]) -> list[DraftChoice]:
+        choices = [self._fixed(row) for row in rows]
+        auto = [i for i, row in enumerate(rows) if _method(row) == SpecMethod.AUTO]
+        if auto:
+            free_width = 1 + max((c.k for c in choices), default=0)
+            rates = [self._row_acceptance(rows[i]).rate for i in auto]
+            k = self.auto.choose(rates, len(rows), MAX_DRAFT_TOKENS, free_width)
+            drafter = (
+                SpecMethod.DRAFT_MODEL.value
+                if SpecMethod.DRAFT_MODEL.value in self.drafters
+                else SpecMethod.PROMPT_LOOKUP.value
+            )
+            for i in auto:
+                room = min(k, _room(rows[i]))
+                choices[i] = DraftChoice(drafter if room else None, room)
+        return choices
+
+    def observe(self, request_id: str, drafted: int, accepted: int) -> None:
+        acceptance = self._acceptance.get(request_id)
+        if acceptance is not None:
+            acceptance.update(drafted, accepted)
+
+    def forget(self, request_id: str) -> None:
+        self._acceptance.pop(request_id, None)
+
+    def _row_acceptance(self, row: RequestState) -> RowAcceptance:
+        return self._acceptance.setdefault(row.request_id, RowAcceptance())
+
+    def _fixed(self, row: RequestState) -> DraftChoice:
+        method = _method(row)
+        k = min(row.request.speculative.draft_tokens, _room(row))
+        if k <= 0 or method in (SpecMethod.OFF, SpecMethod.AUTO):
+            return DraftChoice()
+        if method.value not in self.drafters:
+            what = "draft model" if method == SpecMethod.DRAFT_MODEL else f"{method.value} drafter"
+            return DraftChoice(note=f"the {what} was unloaded: decoding without speculation")
+        return DraftChoice(method.value, k)
+
+
+def _method(row: RequestState) -> SpecMethod:
+    return SpecMethod(row.request.speculative.method)
+
+
+def _room(row: RequestState) -> int:
+    """Drafts past the reply's end are wasted."""
+    return max(0, row.max_new_tokens - len(row.generated) - 1)

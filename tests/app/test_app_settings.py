@@ -1,0 +1,92 @@
+"""The chat settings dock: a one-line description per speculative method (also as tooltips),
+fields the method does not use look disabled in both themes, and the default system prompt
+that new chats start with."""
+
+from __future__ import annotations
+
+from apphelpers import ARTIFACTS, spin
+from PySide6.QtCore import Qt
+
+from app.settings.chat_settings import SPEC_METHOD_DESCRIPTIONS
+from app.theme import theme_manager
+
+SHOTS = ARTIFACTS / "screenshots"
+
+
+def _pick(form, method: str) -> None:
+    form.method.setCurrentIndex(form.method.findData(method))
+
+
+def test_each_method_says_when_it_helps(qtbot, window):
+    form = window.settings_form
+    assert set(SPEC_METHOD_DESCRIPTIONS) == {"off", "lookup", "draft", "auto"}
+    for index in range(form.method.count()):
+        method = form.method.itemData(index)
+        tip = form.method.itemData(index, Qt.ItemDataRole.ToolTipRole)
+        assert tip == SPEC_METHOD_DESCRIPTIONS[method]
+        assert "helps when" in tip or "best when" in tip
+        assert len(tip) < 160 and "\n" not in tip  # one line
+        _pick(form, method)
+        assert form.method_help.text() == tip and form.method.toolTip() == tip
+    _pick(form, "lookup")
+    assert "repeats" in form.method_help.text()
+
+
+def _background(widget) -> str:
+    image = widget.grab().toImage()
+    return image.pixelColor(image.width() // 2, 3).name()
+
+
+def _darkest(widget, *, dark: bool) -> str:
+    image = widget.grab().toImage()
+    colours = [image.pixelColor(x, y) for x in range(image.width()) for y in range(image.height())]
+    key = (lambda c: -c.lightness()) if dark else (lambda c: c.lightness())
+    return min(colours, key=key).name()
+
+
+def test_unused_fields_look_disabled_in_both_themes(qtbot, window):
+    form = window.settings_form
+    window.show_settings()
+    _pick(form, "off")
+    assert not form.draft_tokens.isEnabled() and not form.draft_model.isEnabled()
+    assert not form._spec_form.labelForField(form.draft_tokens).isEnabled()
+    assert form.temperature.isEnabled()
+    try:
+        for theme_name in ("light", "dark"):
+            theme = theme_manager().apply(theme_name)
+            spin(lambda: False, 0.1)
+            assert _background(form.draft_tokens) == theme.hex("disabled_bg")
+            assert _background(form.temperature) == theme.hex("surface")
+            dark = theme.dark
+            label = form._spec_form.labelForField(form.draft_tokens)
+            enabled_label = form._forms[1].labelForField(form.temperature)
+            assert _darkest(label, dark=dark) != _darkest(enabled_label, dark=dark)
+            SHOTS.mkdir(parents=True, exist_ok=True)
+            assert form.grab().save(str(SHOTS / f"settings-{theme_name}.png"))
+    finally:
+        theme_manager().apply("light")
+    _pick(form, "auto")  # auto picks k itself; it may use a draft model and n-grams
+    assert not form.draft_tokens.isEnabled()
+    assert form.draft_model.isEnabled() and form.ngram_min.isEnabled()
+    _pick(form, "lookup")
+    assert form.draft_tokens.isEnabled() and not form.draft_model.isEnabled()
+
+
+def test_new_chats_start_with_the_default_system_prompt(qtbot, window, store):
+    form = window.settings_form
+    form.default_system_prompt.setPlainText("You are a careful assistant.")
+    assert spin(lambda: store.setting("default_system_prompt") == "You are a careful assistant.", 2)
+    tab = window.new_chat()
+    assert tab.controller.conversation.system_prompt == "You are a careful assistant."
+    assert tab.system_prompt.text() == "You are a careful assistant."
+    assert (
+        store.conversation(tab.controller.conversation.id).system_prompt == tab.system_prompt.text()
+    )
+    first = window.tab(0).controller
+    assert first.conversation.system_prompt == ""  # chats that exist keep theirs
+    # it is an app-wide default: a new window shows it in the form
+    from apphelpers import close_window, make_window
+
+    again = make_window(store, window.bridge)
+    assert again.settings_form.default_system_prompt.toPlainText() == "You are a careful assistant."
+    close_window(again)

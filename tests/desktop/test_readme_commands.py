@@ -1,0 +1,192 @@
+"""Every command README.md shows works as written: each is taken from the README itself (its
+```sh blocks and inline `make ...` / `python -m ...` spans, and its ```python blocks) and run
+with a tiny input or --help. A command the README gains without a way to run it here fails."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+STAMP = ".venv/.setup-done"
+COMMAND_START = re.compile(r"^(make|python|\.venv/bin/python)\b")
+pytestmark = pytest.mark.slow
+
+
+def fenced_blocks(text: str) -> list[tuple[str, str]]:
+    """(language, body) of each ``` block."""
+    return re.findall(r"^```(\w*)\n(.*?)^```", text, flags=re.S | re.M)
+
+
+def readme_commands(text: str) -> list[str]:
+    """The shell lines of ```sh blocks, then inline code spans that are commands."""
+    commands = []
+    for language, body in fenced_blocks(text):
+        if language in ("sh", "shell", "bash", "console"):
+            for line in body.splitlines():
+                line = re.sub(r"\s+#.*$", "", line).strip()
+                if line and not line.startswith("#"):
+                    commands.append(line)
+    prose = re.sub(r"^```.*?^```", "", text, flags=re.S | re.M)
+    for span in re.findall(r"`([^`\n]+)`", prose):
+        if COMMAND_START.match(span):
+            commands.append(span.strip())
+    return list(dict.fromkeys(commands))
+
+
+def command_key(command: str) -> str:
+    """What a command runs: 'make TARGET' or 'python -m MODULE'."""
+    words = shlex.split(command)
+    if words[0] == "make":
+        targets = [w for w in words[1:] if "=" not in w and not w.startswith("-")]
+        return f"make {targets[0] if targets else ''}".strip()
+    module = words[words.index("-m") + 1]
+    return f"python -m {module}"
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT), QT_QPA_PLATFORM="offscreen")
+    env.update(extra)
+    return env
+
+
+def _run(argv: list[str], *, timeout: float = 600, **env: str) -> subprocess.CompletedProcess:
+    result = subprocess.run(
+        argv, cwd=ROOT, env=_env(**env), capture_output=True, text=True, timeout=timeout
+    )
+    assert result.returncode == 0, f"{argv}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    return result
+
+
+def _make(words: list[str], *variables: str) -> subprocess.CompletedProcess:
+    """`make` as the README writes it, plus `variables`; -o: setup already ran (`make test`
+    runs it first) and must not run again here, where .venv may be shared with a worktree."""
+    return _run(["make", "-o", STAMP, *words[1:], *variables])
+
+
+def _python(words: list[str], *extra: str, **env: str) -> subprocess.CompletedProcess:
+    return _run([sys.executable, *words[1:], *extra], **env)
+
+
+def _make_setup(words, tmp_path):
+    # -n -B: print the whole recipe without running it; the real run is `make test`'s own
+    result = _run(["make", "-n", "-B", *words[1:]])
+    assert "app/platform_check.py --missing-packages" in result.stdout
+    assert 'pip install -q -e ".[test,bench,dev]"' in result.stdout
+
+
+def _variable(words: list[str], name: str) -> str:
+    """The value the README gives a make variable (the test adds its own options after it)."""
+    values = [w.split("=", 1)[1] for w in words if w.startswith(f"{name}=")]
+    return values[-1] if values else ""
+
+
+def _make_run(words, tmp_path):
+    args = f"{_variable(words, 'ARGS')} --quit-when-ready --data-dir {tmp_path / 'data'}"
+    result = _make(["make", "run"], f"ARGS={args}")
+    assert "ready: SmolLM2-135M-Instruct" in result.stdout
+
+
+def _make_test(words, tmp_path):
+    only = "PYTEST_ARGS=-p no:cacheprovider tests/desktop/test_readme_commands.py -k parsing"
+    result = _make(words, only)
+    assert re.search(r"\b1 passed\b", result.stdout), result.stdout[-2000:]
+
+
+def _make_bench(words, tmp_path):
+    tiny = "--model random:tiny --max-tokens 8 --concurrency 1 --repeats 1 --no-warmup"
+    result = _make(["make", "bench"], f"BENCH_ARGS={_variable(words, 'BENCH_ARGS')} {tiny}")
+    assert "lossless=True" in result.stdout
+
+
+def _make_lint(words, tmp_path):
+    _make(words)
+
+
+def _python_app(words, tmp_path):
+    result = _python(words, "--data-dir", str(tmp_path / "data"), "--quit-when-ready")
+    if "--help" in words:
+        assert "--ready-file" in result.stdout and "--quit-when-ready" in result.stdout
+    else:
+        assert "ready: SmolLM2-135M-Instruct" in result.stdout
+
+
+def _python_bench(words, tmp_path):
+    result = _python(words)
+    assert "--model" in result.stdout
+
+
+def _python_layer_draft(words, tmp_path):
+    out = tmp_path / "draft"
+    argv = [str(out) if w == "DIR" else w for w in words]
+    result = _python(argv)
+    assert Path(result.stdout.strip().splitlines()[-1]) == out
+    config = json.loads((out / "config.json").read_text())
+    first = int(argv[argv.index("--first") + 1])
+    last = int(argv[argv.index("--last") + 1])
+    assert config["num_hidden_layers"] == first + last
+    from engine.default_model import ensure_default_model
+    from engine.models import load_model
+
+    loaded = load_model(str(out))  # a real mlx-lm folder, with the target's tokenizer
+    assert len(loaded.model.layers) == first + last
+    target = ensure_default_model()
+    assert (out / "tokenizer.json").read_bytes() == (target / "tokenizer.json").read_bytes()
+
+
+HOW: dict[str, Callable[[list[str], Path], None]] = {
+    "make setup": _make_setup,
+    "make run": _make_run,
+    "make test": _make_test,
+    "make bench": _make_bench,
+    "make lint": _make_lint,
+    "python -m app": _python_app,
+    "python -m engine.bench": _python_bench,
+    "python -m engine.bench.layer_draft": _python_layer_draft,
+}
+
+COMMANDS = readme_commands(README.read_text())
+PYTHON_BLOCKS = [body for lang, body in fenced_blocks(README.read_text()) if lang == "python"]
+
+
+def test_readme_parsing_finds_every_kind_of_command():
+    assert {command_key(c) for c in COMMANDS} >= {"make run", "make test", "make bench"}
+    assert PYTHON_BLOCKS
+    sample = "```sh\nmake run  # go\n```\nthen `python -m app --help` and `ls -l`.\n"
+    assert readme_commands(sample) == ["make run", "python -m app --help"]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_readme_command_works_as_written(command, tmp_path):
+    how = HOW.get(command_key(command))
+    assert how is not None, f"README shows `{command}`: add a way to run it to HOW here"
+    how(shlex.split(command), tmp_path)
+
+
+@pytest.mark.parametrize("snippet", PYTHON_BLOCKS)
+def test_readme_python_snippet_runs_on_the_default_model(snippet, tmp_path):
+    """Top-level `await` is meant for a running loop (as in `python -m asyncio`)."""
+    body = textwrap.indent(snippet, "    ")
+    program = f"import asyncio\n\nasync def main():\n{body}\n\nasyncio.run(main())\n"
+    script = tmp_path / "snippet.py"
+    script.write_text(program)
+    result = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "Paris" in result.stdout

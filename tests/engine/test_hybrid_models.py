@@ -1,0 +1,46 @@
+"""Hybrid models (recurrent state beside attention: Qwen3-Next, the Qwen3.5 family's shape) in
+the batch: every speculative method exact against mlx_lm.generate alone, rows whose drafts are
+rejected going back to their state from before the round; batched prefill without a fallback."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import pytest
+
+from engine.requests import SpecMethod, SpeculativeParams
+from tests.engine.engine_harness import synthetic
+from tests.engine.test_exactness import make_prompts, reference_tokens, run_engine
+from tests.tiny_models import make_tiny_qwen3_next_dir
+
+N = 24
+
+
+@pytest.fixture(scope="module")
+def qwen3_next(tmp_path_factory):
+    return make_tiny_qwen3_next_dir(tmp_path_factory.mktemp("qwen3_next"))
+
+
+@pytest.mark.parametrize("concurrency", [1, 4])
+def test_hybrid_plain_batch_equals_generate(qwen3_next, concurrency, caplog):
+    prompts = make_prompts(concurrency, vocab=49152, seed=30 + concurrency, min_len=3, max_len=40)
+    expected = reference_tokens(qwen3_next, prompts, max_tokens=N)
+    with caplog.at_level(logging.WARNING):
+        got = asyncio.run(run_engine(qwen3_next, prompts, N, stagger=False))
+    assert got == expected
+    assert "batched prefill failed" not in caplog.text
+
+
+@pytest.mark.parametrize("acceptance", [0.5, 0.9])
+def test_hybrid_speculative_rows_equal_generate(qwen3_next, acceptance):
+    prompts = make_prompts(4, vocab=49152, seed=40, min_len=3, max_len=30)
+    expected = reference_tokens(qwen3_next, prompts, max_tokens=N)
+    specs = [
+        synthetic(prompts[0], expected[0], acceptance, 4),
+        SpeculativeParams(),
+        synthetic(prompts[2], expected[2], acceptance, 2),
+        SpeculativeParams(method=SpecMethod.PROMPT_LOOKUP, draft_tokens=3),
+    ]
+    got = asyncio.run(run_engine(qwen3_next, prompts, N, stagger=True, specs=specs))
+    assert got == expected

@@ -1,0 +1,178 @@
+"""Speculation figures as users read them (tokens per forward exactly 1.00 without speculation,
+forwards saved never decreasing, recent totals) and the auto policy's choices and cost model."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from engine.core.request_state import RequestState
+from engine.requests import GenerationRequest, SpecMethod, SpecStats, SpeculativeParams
+from engine.sampling import RowSampler
+from engine.speculative.auto import (
+    DEFAULT_PROBE_EVERY,
+    AutoPolicy,
+    CostModel,
+    RowAcceptance,
+    expected_tokens,
+)
+from engine.speculative.metrics import RecentAcceptance, RecentTotals, record_forward
+from engine.speculative.policy import SpeculationPolicy
+from tests.engine.engine_harness import P_A, P_B, P_C, collect, synthetic, with_engine
+
+# -- figures through the engine ----------------------------------------------------------------
+
+
+def test_tokens_per_forward_is_exactly_one_without_speculation(tiny):
+    async def body(eng):
+        replies = await asyncio.gather(
+            *(
+                collect(eng, GenerationRequest(prompt_tokens=p, max_tokens=n))
+                for p, n in ((P_A, 9), (P_B, 17), (P_C, 30))
+            )
+        )
+        return replies, eng.stats()
+
+    replies, stats = with_engine(tiny.path, body)
+    for reply in replies:
+        spec = reply.finished.stats.spec
+        assert spec.tokens_per_forward == 1.0, spec
+        assert spec.forwards_saved == 0
+    assert stats.spec.tokens_per_forward == 1.0
+
+
+def test_forwards_saved_never_decreases_while_a_reply_runs(tiny):
+    reference = tiny.greedy(P_B, 40)
+
+    async def body(eng):
+        seen = []
+        request = GenerationRequest(
+            prompt_tokens=P_B, max_tokens=40, speculative=synthetic(P_B, reference, 0.8, 4)
+        )
+        async for event in eng.submit(request):
+            stats = getattr(event, "stats", None)
+            if stats is not None:
+                seen.append(stats.spec.forwards_saved)
+        return seen, eng.stats()
+
+    seen, engine_stats = with_engine(tiny.path, body, stats_interval_s=0.0)
+    assert len(seen) > 3 and seen[-1] > 0
+    assert seen == sorted(seen)
+    assert engine_stats.spec.forwards_saved == seen[-1]
+    assert engine_stats.spec_recent.forwards_saved == seen[-1]  # all inside the last minute
+
+
+def test_record_forward_and_recent_windows():
+    spec = SpecStats()
+    record_forward(spec, emitted=3, saved=2)
+    record_forward(spec, emitted=1)
+    assert (spec.target_forwards, spec.emitted_tokens, spec.forwards_saved) == (2, 4, 2)
+    assert spec.tokens_per_forward == 2.0
+
+    recent = RecentAcceptance()
+    assert recent.rate is None
+    for _ in range(40):
+        recent.add(4, 0)
+    recent.add(4, 4)
+    assert 0 < recent.rate < 0.1  # only the last rounds count
+
+    totals, window = SpecStats(), RecentTotals(window_s=10.0)
+    totals.draft_tokens = 100
+    assert window.update(0.0, totals).draft_tokens == 100
+    totals.draft_tokens = 130
+    assert window.update(5.0, totals).draft_tokens == 130  # everything is recent still
+    totals.draft_tokens = 150
+    assert window.update(12.0, totals).draft_tokens == 50  # since the snapshot at t=0
+    assert window.update(16.0, totals).draft_tokens == 20  # since t=5
+
+
+# -- the auto policy ---------------------------------------------------------------------------
+
+
+def test_expected_tokens_matches_the_geometric_series():
+    assert expected_tokens(0.0, 4) == 1.0
+    assert expected_tokens(1.0, 4) == 5.0
+    assert expected_tokens(0.5, 2) == pytest.approx(1 + 0.5 + 0.25)
+
+
+def test_cost_model_prior_then_measurements():
+    costs = CostModel()
+    assert costs.relative(4, 1) == 1.0
+    assert costs.relative(1, 5) > 1.0  # a prior until measured
+    costs.record(1, 1, 0.010)
+    costs.record(1, 5, 0.013)
+    assert costs.relative(1, 5) == pytest.approx(1.3)
+    costs.record(1, 5, 0.023)  # a moving average: one slow round moves it part of the way
+    assert 1.3 < costs.relative(1, 5) < 2.3
+    costs.record(2, 1, 0.010)
+    costs.record(2, 3, 0.005)
+    assert costs.relative(2, 3) == 1.0  # never cheaper than a plain step
+
+
+def test_auto_drafts_when_acceptance_pays_and_stops_when_it_loses():
+    policy = AutoPolicy()
+    policy.costs.record(1, 1, 0.010)
+    for width in range(2, 18):
+        policy.costs.record(1, width, 0.010 * (1 + 0.05 * (width - 1)))
+    assert policy.choose([0.9], batch=1, k_max=16) >= 4
+    assert policy.choose([0.05], batch=1, k_max=16) == 0
+    expensive = AutoPolicy()
+    expensive.costs.record(1, 1, 0.010)
+    for width in range(2, 18):
+        expensive.costs.record(1, width, 0.010 * width)  # verification costs a step per token
+    assert expensive.choose([0.7], batch=1, k_max=16) == 0
+
+
+def test_auto_probes_again_after_a_while_of_plain_decoding():
+    policy = AutoPolicy()
+    choices = [policy.choose([0.0], batch=1, k_max=8) for _ in range(DEFAULT_PROBE_EVERY)]
+    assert choices[:-1] == [0] * (DEFAULT_PROBE_EVERY - 1)
+    assert choices[-1] == 1
+
+
+def test_row_acceptance_decays_towards_recent_rounds():
+    row = RowAcceptance()
+    for _ in range(20):
+        row.update(4, 4)
+    high = row.rate
+    for _ in range(5):
+        row.update(4, 0)
+    assert high > 0.9 and row.rate < high - 0.3
+
+
+def _state(method: SpecMethod, k: int = 4, max_tokens: int = 64) -> RequestState:
+    request = GenerationRequest(
+        prompt_tokens=[1, 2, 3],
+        max_tokens=max_tokens,
+        speculative=SpeculativeParams(method=method, draft_tokens=k),
+    )
+    return RequestState(request, [1, 2, 3], RowSampler(request.sampling), None, max_tokens)
+
+
+def test_policy_plans_each_method_and_respects_the_reply_end():
+    policy = SpeculationPolicy(drafters=frozenset({"lookup"}))
+    rows = [
+        _state(SpecMethod.OFF),
+        _state(SpecMethod.PROMPT_LOOKUP, k=3),
+        _state(SpecMethod.PROMPT_LOOKUP, k=8, max_tokens=3),
+    ]
+    plan = policy.plan(rows)
+    assert (plan[0].drafter, plan[0].k) == (None, 0)
+    assert (plan[1].drafter, plan[1].k) == ("lookup", 3)
+    assert plan[2].k == 2  # drafts past the reply's end are wasted
+    with pytest.raises(ValueError, match="needs a draft model"):
+        policy.check(SpeculativeParams(method=SpecMethod.DRAFT_MODEL))
+    # a draft model unloaded while a row that asked for it runs: plain, and the row says why
+    orphan = policy.plan([_state(SpecMethod.DRAFT_MODEL)])[0]
+    assert (orphan.drafter, orphan.k) == (None, 0)
+    assert "draft model" in orphan.note
+
+
+def test_policy_auto_prefers_the_draft_model_when_one_is_loaded():
+    rows = [_state(SpecMethod.AUTO)]
+    with_lookup = SpeculationPolicy(drafters=frozenset({"lookup"}))
+    with_draft = SpeculationPolicy(drafters=frozenset({"lookup", "draft"}))
+    assert with_lookup.plan(rows)[0].drafter in ("lookup", None)
+    choice = with_draft.plan(rows)[0]
+    assert choice.k == 0 or choice.drafter == "draft"
