@@ -1,5 +1,5 @@
 """Where the prompt cache keeps its files: the user cache folder (platformdirs) unless configured,
-never the folder the app was started from."""
+never the folder the app was started from; and emptying it through the Engine."""
 
 from __future__ import annotations
 
@@ -74,3 +74,23 @@ def test_settings_defaults_and_overrides(fresh_user, monkeypatch, tmp_path):
     s = PromptCacheSettings.of(configured)
     assert (s.disk_dir, s.ram_bytes) == (tmp_path / "mine", 5)
     assert PromptCacheSettings.of(EngineConfig(prompt_cache_disk_bytes=0)).disk_dir is None
+
+
+def test_engine_clears_the_prompt_cache_and_says_how_much_it_freed(tiny, tmp_path):
+    folder = tmp_path / "prompt-cache"
+
+    async def body(eng):
+        for prompt in (P_A, P_B):
+            await collect(eng, request(prompt))
+        assert await wait_until(lambda: eng.stats().cache.ram_entries == 2)  # both published
+        await eng.run_on_engine_thread(lambda: eng._worker._prompt_cache.flush())
+        on_disk = sum(f.stat().st_size for f in all_files(folder))
+        assert await wait_until(lambda: eng.stats().cache.disk_bytes == on_disk > 0)
+        ram = eng.stats().cache.ram_bytes
+        freed = await eng.clear_prompt_cache()
+        assert freed == ram + on_disk and all_files(folder) == []
+        again = await collect(eng, request(P_A))  # a miss now, and the same reply
+        assert again.finished.stats.cached_tokens == 0
+        assert again.finished.token_ids == tiny.greedy(P_A, 6)
+
+    with_engine(tiny.path, body, prompt_cache_dir=str(folder))
