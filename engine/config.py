@@ -22,10 +22,13 @@ class EngineConfig:
     max_batch: int = DEFAULT_MAX_BATCH
     max_context: int | None = None  # cap below the model's own context length
     stats_interval_s: float = DEFAULT_STATS_INTERVAL_S
-    prefix_cache: bool = True  # reuse computed prompts across turns, tabs and restarts
-    cache_dir: str | None = None  # None: $TANDEM_PREFIX_CACHE_DIR or the user cache folder
-    cache_ram_bytes: int | None = None  # None: chosen from the machine's memory
-    cache_disk_bytes: int | None = None  # None: 4 GiB; 0 keeps the cache in RAM only
+    # the prompt cache reuses computed prompts across turns, tabs and restarts; None takes the
+    # default of engine/cache/settings.py (folder: $TANDEM_PROMPT_CACHE_DIR, else the user cache
+    # folder; RAM: DEFAULT_RAM_BYTES; disk: DEFAULT_DISK_BYTES, 0 keeps it in RAM only)
+    prompt_cache: bool = True
+    prompt_cache_dir: str | None = None
+    prompt_cache_ram_bytes: int | None = None
+    prompt_cache_disk_bytes: int | None = None
     log_blas: bool = True
     # KV cache quantization (engine/cache/kv_quant.py): None (off), 4 or 8 bits; the group size
     # (32, 64, 128) must divide the model's head size; quantize once a cache holds kv_start

@@ -46,6 +46,7 @@ class LoadedModel:
     path: Path
     info: ModelInfo
     config: dict[str, Any]
+    weights_id: str | None = None  # what the weights are when no file holds them (random models)
 
 
 @dataclass

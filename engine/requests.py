@@ -174,7 +174,7 @@ def _add_lists(a: list[int], b: list[int]) -> list[int]:
 @dataclass
 class RequestStats:
     prompt_tokens: int = 0
-    cached_tokens: int = 0  # prompt tokens served from the prefix cache
+    cached_tokens: int = 0  # prompt tokens served from the prompt cache
     cache_source: str | None = None  # "ram", "disk" or None
     generated_tokens: int = 0
     ttft_s: float | None = None

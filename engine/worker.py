@@ -111,7 +111,7 @@ class EngineWorker(threading.Thread):
         self._stats_lock = threading.Lock()
         self._rate = _Rate()
         self._recent = RecentTotals()
-        self._prefix_cache = None  # engine.cache.PrefixCache, made on this thread
+        self._prompt_cache = None  # engine.cache.PromptCache, made on this thread
         self._last_publish = 0.0
         self._started_at = time.perf_counter()
 
@@ -153,7 +153,7 @@ class EngineWorker(threading.Thread):
 
     def clear_prompt_cache(self) -> int:
         """Empty the prompt cache's RAM and disk tiers; bytes freed."""
-        return self._prefix_cache.clear() if self._prefix_cache is not None else 0
+        return self._prompt_cache.clear() if self._prompt_cache is not None else 0
 
     # -- the thread ----------------------------------------------------------------------------
 
@@ -188,6 +188,9 @@ class EngineWorker(threading.Thread):
                 self._step()
             elif running:
                 self._publish_stats(force=False)
+            if running and self._prompt_cache is not None:  # its work between steps, bounded
+                busy = self.core is not None and self.core.has_work()
+                self._prompt_cache.tick(idle=not busy)
         self._drain_on_stop()
 
     def _handle(self, command: object) -> bool:
@@ -260,15 +263,16 @@ class EngineWorker(threading.Thread):
         command.done(target.info, None)
 
     def _make_reuse(self, target: Any) -> Any:
-        if not self.config.prefix_cache:
+        if not self.config.prompt_cache:
             return None
         try:
+            from engine.cache import PromptCache
             from engine.cache.kv_quant import KVQuant
             from engine.cache.reuse import PromptReuse
 
-            if self._prefix_cache is None:
-                self._prefix_cache = _new_prefix_cache(self.config)
-            return PromptReuse(self._prefix_cache, target, kv=KVQuant.of(self.config))
+            if self._prompt_cache is None:
+                self._prompt_cache = PromptCache.from_config(self.config)
+            return PromptReuse(self._prompt_cache, target, kv=KVQuant.of(self.config))
         except Exception:  # noqa: BLE001 - the engine works without a prompt cache
             log.exception("prompt cache unavailable")
             return None
@@ -331,8 +335,8 @@ class EngineWorker(threading.Thread):
             st.spec = spec
             st.spec_recent = self._recent.update(now, spec)
             st.recent_window_s = self._recent.window_s
-            if self._prefix_cache is not None:
-                st.cache = self._prefix_cache.stats()
+            if self._prompt_cache is not None:
+                st.cache = self._prompt_cache.stats()
             st.blas = blas.info().name
             st.device = _device_name()
 
@@ -340,24 +344,9 @@ class EngineWorker(threading.Thread):
         if self.core is not None:
             self.core.scheduler.cancel_all("the engine stopped")
             self._deliver(self.core.step())
-        if self._prefix_cache is not None:
-            self._prefix_cache.close()  # finishes pending disk writes
+        if self._prompt_cache is not None:
+            self._prompt_cache.close()  # finishes pending disk writes
         self._set_status("stopped")
-
-
-def _new_prefix_cache(config: EngineConfig) -> Any:
-    import os
-    from pathlib import Path
-
-    from engine.cache import DEFAULT_DISK_BYTES, DEFAULT_DISK_DIR, DEFAULT_RAM_BYTES, PrefixCache
-
-    folder = config.cache_dir or os.environ.get("TANDEM_PREFIX_CACHE_DIR") or DEFAULT_DISK_DIR
-    disk_bytes = DEFAULT_DISK_BYTES if config.cache_disk_bytes is None else config.cache_disk_bytes
-    return PrefixCache(
-        ram_bytes=config.cache_ram_bytes or DEFAULT_RAM_BYTES,
-        disk_dir=Path(folder) if disk_bytes > 0 else None,
-        disk_bytes=disk_bytes,
-    )
 
 
 def _device_name() -> str:

@@ -6,4 +6,4 @@ import tempfile
 
 import engine  # noqa: F401
 
-os.environ.setdefault("TANDEM_PREFIX_CACHE_DIR", tempfile.mkdtemp(prefix="tandem-prefix-"))
+os.environ.setdefault("TANDEM_PROMPT_CACHE_DIR", tempfile.mkdtemp(prefix="tandem-prompt-cache-"))

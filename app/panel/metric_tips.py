@@ -6,7 +6,7 @@ METRIC_TIPS = {
     "mal": "1 + accepted tokens per verify round (vLLM's definition)",
     "tpf": "Tokens produced per forward pass of the target model (1.00 without speculation)",
     "plain": "What plain decoding (no speculation) measured at this reply's batch size",
-    "cached": "Prompt tokens of the last reply served from the prefix cache",
+    "cached": "Prompt tokens of the last reply served from the prompt cache",
     "saved": "Forward passes of the target model that speculation made unnecessary, "
     "since the engine started",
     "disk": "The prompt cache's files on disk (kept between runs)",

@@ -134,7 +134,7 @@ async def bench(args: argparse.Namespace) -> dict:
             draft_model=args.draft_model,
             prefill_chunk=args.prefill_chunk,
             max_batch=max(args.concurrency),
-            prefix_cache=False,  # repeated prompts would hit it; the baselines have none
+            prompt_cache=False,  # repeated prompts would hit it; the baselines have none
             log_blas=False,
             extra_drafters=synth.entry(),
         )

@@ -50,7 +50,7 @@ async def first_token(engine: Engine, messages: list[dict[str, str]], max_tokens
 def _cached(model: str | None) -> EngineConfig:
     """A prompt cache in a fresh folder of its own."""
     folder = tempfile.mkdtemp(prefix="tandem-bench-cache-")
-    return EngineConfig(model=model, cache_dir=folder, log_blas=False)
+    return EngineConfig(model=model, prompt_cache_dir=folder, log_blas=False)
 
 
 async def started(config: EngineConfig) -> Engine:
@@ -63,7 +63,7 @@ async def started(config: EngineConfig) -> Engine:
 async def run(model: str | None, tokenizer: Any, *, repeats: int, reply_tokens: int) -> dict:
     past = history(tokenizer, DEFAULT_HISTORY_TOKENS)
     asks = [{"role": "user", "content": q} for q in CHAT_QUESTIONS[:repeats]]
-    cold_engine = await started(EngineConfig(model=model, prefix_cache=False, log_blas=False))
+    cold_engine = await started(EngineConfig(model=model, prompt_cache=False, log_blas=False))
     await first_token(cold_engine, asks[:1], 4)  # warm-up
     cold, warm, disk, same, cached = [], [], [], [], []
     for ask in asks:

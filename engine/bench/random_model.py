@@ -7,6 +7,7 @@ the converted default model, so the engine runs exactly as with a real model.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -95,4 +96,17 @@ def load_random(spec: str, *, seed: int = 0) -> Any:
         context_length=args.max_position_embeddings,
         dtype=str(dtype),
     )
-    return LoadedModel(model=model, tokenizer=tokenizer, path=folder, info=info, config=vars(args))
+    # the prompt cache's namespace: these weights are the preset's shapes, the seed and the dtype
+    weights_id = json.dumps(
+        {"random": preset, "args": vars(args), "seed": seed, "dtype": str(dtype)},
+        sort_keys=True,
+        default=str,
+    )
+    return LoadedModel(
+        model=model,
+        tokenizer=tokenizer,
+        path=folder,
+        info=info,
+        config=vars(args),
+        weights_id=weights_id,
+    )

@@ -8,7 +8,7 @@ on new keys and values are quantized before attention reads them. Two difference
 - The check also runs before a request's first forward, so `start == 0` means "quantized from
   the first position" (mlx-lm runs its first prefill chunk unquantized even at start 0; hand
   `stream_generate` a list of `QuantizedKVCache` to get this behaviour from mlx-lm). This makes
-  the result independent of how a prompt is chunked, batched or restored from the prefix cache.
+  the result independent of how a prompt is chunked, batched or restored from the prompt cache.
 - The running batch shares one cache object per layer, so a layer is converted for all rows at
   once, when its length (`_idx`: the longest row plus padding) reaches `start`; a row joining a
   quantized layer is quantized as it joins. With one row this is exactly mlx-lm's rule.

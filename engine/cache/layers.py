@@ -1,13 +1,16 @@
 """One layer's KV cache as a stored value.
 
-`snapshot` copies an mlx-lm single-row cache into a `LayerState` (compact arrays plus the small
-integer state), `trim_state` cuts a state down to fewer tokens, `to_cache` builds a fresh mlx-lm
-cache object from a state, and `to_numpy` / `from_numpy` give the plain form the disk tier writes.
+`snapshot` takes an mlx-lm single-row cache as a `LayerState` (compact arrays plus the small
+integer state) without evaluating anything, `trim_state` cuts a state down to fewer tokens,
+`to_cache` builds a fresh mlx-lm cache object from a state. `numpy_views` (zero-copy, of evaluated
+arrays) and `from_numpy` give the plain form the disk tier writes and reads. `LayerInfo` describes
+a layer without its data (kind, integer state, each array's shape and dtype); `check_info` says
+whether such a description is one this module could have made.
 
 Supported: KVCache, RotatingKVCache (sliding window) and QuantizedKVCache. Anything else
 (ArraysCache, CacheList, ChunkedKVCache, batch caches) raises `UnsupportedCache`.
 
-Every function here touches MLX: call them on the engine's MLX thread only.
+Every function that touches an mx.array runs on the engine's MLX thread only.
 """
 
 from __future__ import annotations
@@ -24,6 +27,22 @@ ROTATING = "RotatingKVCache"
 QUANTIZED = "QuantizedKVCache"
 SUPPORTED = (KV, ROTATING, QUANTIZED)
 _CLASSES = {KV: KVCache, ROTATING: RotatingKVCache, QUANTIZED: QuantizedKVCache}
+# the integer state each kind stores; nothing else is accepted from a file
+META_KEYS = {
+    KV: ("offset",),
+    ROTATING: ("offset", "keep", "max_size", "idx"),
+    QUANTIZED: ("offset", "group_size", "bits"),
+}
+QUANT_BITS = (2, 3, 4, 5, 6, 8)
+QUANT_GROUP_SIZES = (32, 64, 128)
+# dtype name -> the numpy dtype its bits travel as (bf16 as its uint16 bits)
+STORED_DTYPES = {
+    "float32": np.float32,
+    "float16": np.float16,
+    "bfloat16": np.uint16,
+    "uint32": np.uint32,
+}
+Shape = tuple[int, ...]
 
 
 class UnsupportedCache(Exception):
@@ -34,8 +53,34 @@ class UnsupportedCache(Exception):
         self.reason = reason
 
 
+@dataclass(frozen=True)
+class LayerInfo:
+    """A stored layer without its data: what the disk header and the model checks look at."""
+
+    kind: str
+    meta: dict[str, int]
+    arrays: dict[str, tuple[Shape, str]]  # name -> (shape, dtype name)
+
+    @property
+    def offset(self) -> int:
+        return self.meta["offset"]
+
+    @property
+    def trimmable(self) -> bool:
+        return layer_trimmable(self.kind, self.meta)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "meta": dict(self.meta),
+            "arrays": {k: {"shape": list(s), "dtype": d} for k, (s, d) in self.arrays.items()},
+        }
+
+
 @dataclass
 class LayerState:
+    """One layer's cache: its arrays (possibly not evaluated yet) and integer state."""
+
     kind: str  # the mlx-lm class name
     arrays: dict[str, mx.array]  # "keys"/"values", or "keys.0".."values.2" when quantized
     meta: dict[str, int]  # offset; keep/max_size/idx (rotating); group_size/bits (quantized)
@@ -52,12 +97,20 @@ class LayerState:
     def trimmable(self) -> bool:
         return layer_trimmable(self.kind, self.meta)
 
+    def info(self) -> LayerInfo:
+        arrays = {k: (tuple(a.shape), dtype_name(a.dtype)) for k, a in self.arrays.items()}
+        return LayerInfo(self.kind, dict(self.meta), arrays)
+
 
 def layer_trimmable(kind: str, meta: dict[str, int]) -> bool:
     """Can this layer be cut down to fewer tokens? A sliding window only while it never wrapped."""
     if kind == ROTATING:
         return meta["offset"] < meta["max_size"]
     return True
+
+
+def dtype_name(dtype: mx.Dtype) -> str:
+    return str(dtype).rsplit(".", 1)[-1]
 
 
 def _fresh(a: mx.array) -> mx.array:
@@ -72,7 +125,9 @@ def _compact(a: mx.array, n: int) -> mx.array:
 
 
 def snapshot(cache: Any) -> LayerState:
-    """Copy one layer's cache into a compact, independent LayerState (arrays evaluated)."""
+    """One layer's cache as a compact, independent LayerState. Nothing is evaluated here: the
+    copies are made when the caller evaluates `state.arrays` (the prompt cache spreads that
+    over the engine's steps)."""
     kind = type(cache).__name__
     if kind not in SUPPORTED or type(cache) is not _CLASSES[kind]:
         raise UnsupportedCache("unsupported-cache", f"cannot store {kind}")
@@ -92,7 +147,9 @@ def snapshot(cache: Any) -> LayerState:
         state = LayerState(kind, arrays, meta)
     else:
         state = _snapshot_rotating(cache)
-    mx.eval(list(state.arrays.values()))
+    for name, a in state.arrays.items():
+        if dtype_name(a.dtype) not in STORED_DTYPES:
+            raise UnsupportedCache("unsupported-dtype", f"cannot store {name} of {a.dtype}")
     return state
 
 
@@ -154,59 +211,68 @@ def to_cache(state: LayerState) -> Any:
     return cache
 
 
-# --- the plain numpy form (bf16 travels as its uint16 bits) ---
+# --- the plain numpy form ---
 
 
-def _dtype_name(dtype: mx.Dtype) -> str:
-    return str(dtype).rsplit(".", 1)[-1]
-
-
-def to_numpy(state: LayerState) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-    """numpy copies of the arrays, and JSON-ready metadata: kind, meta and each array's dtype."""
-    arrays: dict[str, np.ndarray] = {}
-    dtypes: dict[str, str] = {}
+def numpy_views(state: LayerState) -> tuple[dict[str, np.ndarray], list[mx.array]]:
+    """Read-only numpy views of the (evaluated) arrays, no copy, and the MLX arrays they view:
+    the disk writer reads the views on its own thread while the caller keeps those arrays alive
+    (and lets go of them on this thread). bf16 is viewed as its uint16 bits."""
+    views: dict[str, np.ndarray] = {}
+    owners: list[mx.array] = []
     for name, a in state.arrays.items():
-        dtypes[name] = _dtype_name(a.dtype)
-        arrays[name] = np.array(a.view(mx.uint16) if a.dtype == mx.bfloat16 else a)
-    return arrays, {"kind": state.kind, "meta": dict(state.meta), "dtypes": dtypes}
+        if a.dtype == mx.bfloat16:
+            a = a.view(mx.uint16)
+            mx.eval(a)  # a view: no copy
+        view = np.asarray(memoryview(a))
+        view.flags.writeable = False
+        views[name] = view
+        owners.append(a)
+    return views, owners
 
 
-def from_numpy(arrays: dict[str, np.ndarray], info: dict[str, Any]) -> LayerState:
-    """The inverse of `to_numpy`; raises ValueError when the pieces do not fit together."""
-    kind, meta, dtypes = info["kind"], info["meta"], info["dtypes"]
+def from_numpy(info: LayerInfo, arrays: dict[str, np.ndarray]) -> LayerState:
+    """MLX copies of a layer's numpy arrays, as described by `info` (checked by the caller)."""
+    out: dict[str, mx.array] = {}
+    for name, (_, dtype) in info.arrays.items():
+        a = mx.array(arrays[name])
+        out[name] = a.view(mx.bfloat16) if dtype == "bfloat16" else a
+    return LayerState(info.kind, out, dict(info.meta))
+
+
+# --- checking a description read from a file ---
+
+
+def check_info(info: LayerInfo, tokens: int) -> None:
+    """Raise ValueError unless `info` is a layer `snapshot` could have made for `tokens`
+    tokens: known kind and state, the right array names, 4-D single-row arrays of one length."""
+    kind, m = info.kind, info.meta
     if kind not in SUPPORTED:
         raise ValueError(f"unknown cache kind {kind!r}")
-    meta = {k: int(v) for k, v in meta.items()}
-    if set(arrays) != set(dtypes):
-        raise ValueError("array names do not match the metadata")
-    out: dict[str, mx.array] = {}
-    for name, arr in arrays.items():
-        dtype = getattr(mx, dtypes[name], None)
-        if not isinstance(dtype, mx.Dtype):
-            raise ValueError(f"unknown dtype {dtypes[name]!r}")
-        a = mx.array(arr)
-        if dtype == mx.bfloat16:
-            a = a.view(mx.bfloat16)
-        if a.dtype != dtype or a.ndim != 4:
-            raise ValueError(f"array {name} has dtype {a.dtype} / {a.ndim} dims")
-        out[name] = a
-    state = LayerState(kind, out, meta)
-    _check_shapes(state)
-    return state
-
-
-def _check_shapes(state: LayerState) -> None:
-    lengths = {a.shape[2] for a in state.arrays.values()}
-    need = {"keys", "values"} if state.kind != QUANTIZED else {"keys.0", "values.0"}
-    if not need <= set(state.arrays) or len(lengths) != 1:
-        raise ValueError("inconsistent arrays")
-    (length,) = lengths
-    m = state.meta
-    if state.kind == ROTATING:
-        ok = (m["offset"] < m["max_size"] and length == m["offset"] == m["idx"]) or (
-            m["offset"] >= m["max_size"] and 0 <= m["idx"] <= length
-        )
+    if set(m) != set(META_KEYS[kind]) or any(type(v) is not int or v < 0 for v in m.values()):
+        raise ValueError(f"bad {kind} state {m}")
+    if m["offset"] != tokens:
+        raise ValueError(f"the layer holds {m['offset']} tokens, the entry {tokens}")
+    if kind == QUANTIZED:
+        if m["bits"] not in QUANT_BITS or m["group_size"] not in QUANT_GROUP_SIZES:
+            raise ValueError(f"bad quantization {m}")
+        need = {f"{part}.{i}" for part in ("keys", "values") for i in range(3)}
+    else:
+        need = {"keys", "values"}
+    if set(info.arrays) != need:
+        raise ValueError(f"{kind} arrays {sorted(info.arrays)}")
+    shapes = [shape for shape, _ in info.arrays.values()]
+    if any(len(s) != 4 or s[0] != 1 for s in shapes) or len({s[1:3] for s in shapes}) != 1:
+        raise ValueError(f"{kind} array shapes {shapes}")
+    if any(dtype not in STORED_DTYPES for _, dtype in info.arrays.values()):
+        raise ValueError("unknown dtype")
+    length = shapes[0][2]
+    if kind == ROTATING:
+        if m["offset"] < m["max_size"]:
+            ok = length == m["offset"] == m["idx"]
+        else:
+            ok = m["keep"] <= m["max_size"] and 0 <= m["idx"] <= length <= m["max_size"]
     else:
         ok = length == m["offset"]
     if not ok:
-        raise ValueError(f"{state.kind} arrays of length {length} do not fit {m}")
+        raise ValueError(f"{kind} arrays of length {length} do not fit {m}")

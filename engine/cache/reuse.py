@@ -1,55 +1,63 @@
-"""The scheduler's side of the prefix cache: restore a request's longest cached prefix before
+"""The engine's side of the prompt cache: restore a request's longest cached prefix before
 prefill, and publish a row's processed history (prompt plus reply) when it leaves the batch."""
 
 from __future__ import annotations
 
-import hashlib
 import logging
-from pathlib import Path
 from typing import Any
 
-from mlx_lm.models.cache import can_trim_prompt_cache, trim_prompt_cache
+from mlx_lm.models.cache import can_trim_prompt_cache, make_prompt_cache, trim_prompt_cache
 
-from engine.cache.namespace import CacheNamespace
-from engine.cache.prefix_cache import CacheMatch, PrefixCache
+from engine.cache.disk_loads import Loading
+from engine.cache.layout import ModelLayouts, probe_layout
+from engine.cache.namespace import CacheNamespace, model_identity, tokenizer_hash
+from engine.cache.prompt_cache import CacheMatch, PromptCache
 
 log = logging.getLogger(__name__)
-
-
-def model_identity(loaded: Any) -> str:
-    """Path plus the size and mtime of every weight file: a re-converted model is a new one."""
-    path = Path(loaded.path)
-    parts = [str(path.resolve())]
-    for f in sorted(path.glob("*.safetensors")):
-        stat = f.stat()
-        parts.append(f"{f.name}:{stat.st_size}:{stat.st_mtime_ns}")
-    if not parts[1:]:  # weights built in memory (random benchmark models)
-        parts.append(loaded.info.name)
-    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:24]
-
-
-def tokenizer_hash(loaded: Any) -> str:
-    from engine.models import vocab_fingerprint
-
-    return vocab_fingerprint(loaded.tokenizer)[:24]
 
 
 class PromptReuse:
     """The engine's side of the prompt cache: the longest cached prefix of a prompt, and a
     row's history stored when it leaves the batch."""
 
-    def __init__(self, cache: PrefixCache, target: Any, *, kv: Any | None = None) -> None:
+    def __init__(self, cache: PromptCache, target: Any, *, kv: Any | None = None) -> None:
         """`kv`: the KV quantization settings (engine.cache.kv_quant.KVQuant) or None; a cache
         made under other settings holds other values, so they are part of the namespace."""
         self.cache = cache
-        self._model_id = model_identity(target)
-        self._tokenizer = tokenizer_hash(target)
+        self._target = target
+        self._kv = kv
         kv_fields = kv.namespace_fields() if kv is not None else {}
-        self.namespace = CacheNamespace(self._model_id, self._tokenizer, **kv_fields)
+        self.namespace = CacheNamespace(model_identity(target), tokenizer_hash(target), **kv_fields)
+        self._layouts: ModelLayouts | None = None  # probed on first use
+        self._probe_failed = False
 
-    def restore(self, prompt: list[int]) -> CacheMatch | None:
-        """Single-row caches holding the longest cached prefix of `prompt`, if any."""
-        return self.cache.lookup(self.namespace, prompt)
+    def layouts(self) -> ModelLayouts | None:
+        """The caches the model makes (what a restored entry must fit); None when they cannot
+        be probed (then nothing is restored)."""
+        if self._layouts is None and not self._probe_failed:
+            model = self._target.model
+            try:
+                target = probe_layout(model, lambda: make_prompt_cache(model))
+            except Exception:  # noqa: BLE001 - without a layout the cache only stores
+                log.exception("prompt cache: cannot tell this model's cache layout")
+                self._probe_failed = True
+                return None
+            kv = self._kv
+            self._layouts = ModelLayouts(
+                target,
+                kv_bits=kv.bits if kv is not None else None,
+                kv_group_size=kv.group_size if kv is not None else self.namespace.kv_group_size,
+            )
+        return self._layouts
+
+    def restore(self, prompt: list[int], *, wait: bool = True) -> CacheMatch | Loading | None:
+        """Single-row caches holding the longest cached prefix of `prompt`, if any, checked
+        against the model. Without `wait`, LOADING while that prefix is still being read from
+        disk (in the background): ask again on a later step."""
+        layouts = self.layouts()
+        if layouts is None:
+            return None
+        return self.cache.lookup(self.namespace, prompt, layouts=layouts, wait=wait)
 
     def publish(self, history: list[int], target: list[Any]) -> None:
         """Store a row's caches under the tokens they hold (never the pending token)."""

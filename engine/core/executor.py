@@ -18,6 +18,7 @@ from typing import Any
 import mlx.core as mx
 from mlx_lm.models.cache import make_prompt_cache
 
+from engine.cache import LOADING
 from engine.cache.kv_quant import KVQuant, quantize_row_cache
 from engine.config import EngineConfig
 from engine.core.batch import DecodeBatch
@@ -106,11 +107,14 @@ class ModelExecutor:
     def _admit(self, state: RequestState, out: StepOutput) -> None:
         cache = None
         if self.reuse is not None:
-            try:
-                match = self.reuse.restore(state.prompt)
+            try:  # a prefix read from disk is waited for across steps while rows decode
+                match = self.reuse.restore(state.prompt, wait=not self.batch.rows)
             except Exception:  # noqa: BLE001 - a cache failure never fails the request
                 log.exception("prompt cache lookup failed for %s", state.request_id)
                 match = None
+            if match is LOADING:
+                out.cache_loading.append(state.request_id)
+                return
             if match is not None:
                 cache = match.target
                 out.cache_hits[state.request_id] = CacheHit(match.tokens, match.source)

@@ -49,6 +49,7 @@ class Scheduler:
         self.running: list[RequestState] = []  # in the executor's batch
         self._leaving: list[RequestState] = []  # ended; the executor still holds their caches
         self._deferred: list[RequestState] = []  # rows whose last round's text is not out yet
+        self._admit_again: list[RequestState] = []  # their cached prefix is still read from disk
         self._cancelled: set[str] = set()
         self.out = OutputProcessor(
             set(target.tokenizer.eos_token_ids), stats_interval_s=config.stats_interval_s
@@ -122,6 +123,8 @@ class Scheduler:
         if self.running:
             plan.decode = self._decode_rows()
         plan.prefill = self._prefill_chunks()
+        plan.admit = [s for s in self._admit_again if s in self.prefilling]
+        self._admit_again = []
         while self.waiting and len(self.running) + len(self.prefilling) < self.config.max_batch:
             state = self.waiting.popleft()
             state.status = RequestStatus.PREFILLING
@@ -176,6 +179,9 @@ class Scheduler:
                 self.out.fail(state, message)
                 self._end(state)
         for state in plan.admit:
+            if state.request_id in output.cache_loading:
+                self._admit_again.append(state)
+                continue
             hit = output.cache_hits.get(state.request_id)
             state.cache_ready = True
             if hit is not None and not state.finished:

@@ -69,6 +69,7 @@ class StepOutput:
     runs: dict[str, list[TokenRun]] = field(default_factory=dict)
     prefilled: dict[str, int] = field(default_factory=dict)  # prompt tokens now cached
     cache_hits: dict[str, CacheHit] = field(default_factory=dict)
+    cache_loading: list[str] = field(default_factory=list)  # prefix still read from disk: ask again
     failed: dict[str, str] = field(default_factory=dict)  # request id -> message
     forward_costs: list[tuple[int, int, float]] = field(default_factory=list)  # batch, width, s
     timing: StepTiming = field(default_factory=StepTiming)

@@ -23,7 +23,7 @@ from engine.api import Engine, EngineConfig
 from engine.requests import GenerationRequest, TokenEvent
 
 async def main():
-    engine = Engine(EngineConfig(model=None, prefix_cache=True))
+    engine = Engine(EngineConfig(model=None, prompt_cache=True))
     engine.start()
     await engine.wait_ready()
     request = GenerationRequest(
@@ -133,7 +133,7 @@ def test_tandem_writes_nothing_outside_its_user_folders(fresh_user):
 
 
 def test_the_prompt_cache_lives_in_the_user_cache(fresh_user):
-    files = _files(fresh_user["cache"] / "prefix")
+    files = _files(fresh_user["cache"] / "prompt-cache")
     assert files, f"no prompt cache under {fresh_user['cache']}; the working folder has " + str(
         _files(fresh_user["work"])
     )

@@ -47,7 +47,7 @@ def expected(default_model, prompts):
 
 async def run(prompts, specs):
     # the prefix cache is off: a hit changes how the prompt is split into forwards (tested apart)
-    eng = Engine(EngineConfig(log_blas=False, prefix_cache=False))
+    eng = Engine(EngineConfig(log_blas=False, prompt_cache=False))
     eng.start()
     await eng.wait_ready()
 

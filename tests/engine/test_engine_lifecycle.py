@@ -52,7 +52,7 @@ def test_count_tokens_and_continue_reply_extend_the_same_turn():
     messages = [{"role": "user", "content": "Name three colours."}]
 
     async def main():
-        eng = Engine(EngineConfig(model=None, log_blas=False, prefix_cache=False))
+        eng = Engine(EngineConfig(model=None, log_blas=False, prompt_cache=False))
         eng.start()
         try:
             await asyncio.wait_for(eng.wait_ready(), TIMEOUT_S)

@@ -66,7 +66,7 @@ async def run_engine(
             model=str(model_dir),
             draft_model=str(draft_dir) if draft_dir else None,
             prefill_chunk=prefill_chunk,
-            prefix_cache=False,
+            prompt_cache=False,
             log_blas=False,
             extra_drafters=SYNTH.entry(),
         )

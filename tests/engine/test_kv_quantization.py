@@ -1,5 +1,5 @@
 """KV-cache quantization (kv_bits 4/8, group size, start) with batching, speculation and the
-prefix cache, compared with mlx-lm's own quantized-KV generation.
+prompt cache, compared with mlx-lm's own quantized-KV generation.
 
 Semantics (engine/cache/kv_quant.py): a cache is quantized once it holds `kv_start` positions,
 checked after every forward, as mlx-lm's `maybe_quantize_kv_cache` does; start 0 means "from the
@@ -7,7 +7,7 @@ first position" (mlx-lm still runs its first prefill chunk unquantized at start 
 `stream_generate` a list of QuantizedKVCache gives the same thing from mlx-lm). One batch layer
 converts for all its rows at once. Where the semantics coincide the tokens must be identical:
 
-- start 0: every row, any chunking, any arrival order, speculation or not, prefix cache or not;
+- start 0: every row, any chunking, any arrival order, speculation or not, prompt cache or not;
 - start S > 0, one request: mlx-lm with the same prefill step size;
 - start S > 0, several requests prefilled in one forward: each row converts when the batch does,
   right after its prefill, which is mlx-lm's rule at start 0 with one prefill chunk.
@@ -149,7 +149,7 @@ async def run_engine(model_dir, prompts, *, specs=None, together=False, n=N_TOKE
     otherwise they arrive staggered."""
     config = {
         "prefill_chunk": PREFILL_CHUNK,
-        "prefix_cache": False,
+        "prompt_cache": False,
         "log_blas": False,
         "extra_drafters": SYNTH.entry(),
         **config,

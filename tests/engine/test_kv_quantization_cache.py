@@ -1,4 +1,4 @@
-"""KV-cache quantization with the prefix cache (the namespace holds the kv settings) and invalid
+"""KV-cache quantization with the prompt cache (the namespace holds the kv settings) and invalid
 settings; the batching and speculation tests are in test_kv_quantization.py."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ def llama(tmp_path_factory):
     return make_tiny_llama_dir(tmp_path_factory.mktemp("llama64"), head_dim=64)
 
 
-# -- (c, d) the prefix cache with quantized rows ------------------------------------------------
+# -- (c, d) the prompt cache with quantized rows ------------------------------------------------
 
 
 async def two_turns(model_dir, prompt, cache_dir, *, bits, restart=False, n=12):
@@ -28,7 +28,7 @@ async def two_turns(model_dir, prompt, cache_dir, *, bits, restart=False, n=12):
     Returns both FinishedEvents."""
     config = EngineConfig(
         model=str(model_dir),
-        cache_dir=str(cache_dir),
+        prompt_cache_dir=str(cache_dir),
         kv_bits=bits,
         prefill_chunk=PREFILL_CHUNK,
         log_blas=False,
@@ -49,10 +49,10 @@ async def two_turns(model_dir, prompt, cache_dir, *, bits, restart=False, n=12):
 
 
 @pytest.mark.parametrize("bits,restart", [(8, False), (4, False), (4, True)])
-def test_prefix_cache_hit_equals_cold_quantized_run(llama, tmp_path, bits, restart):
+def test_prompt_cache_hit_equals_cold_quantized_run(llama, tmp_path, bits, restart):
     prompt = make_prompts(1, seed=120, min_len=30, max_len=30)[0]
     first, second = asyncio.run(
-        two_turns(llama, prompt, tmp_path / "prefix", bits=bits, restart=restart)
+        two_turns(llama, prompt, tmp_path / "prompt-cache", bits=bits, restart=restart)
     )
     longer = prompt + first.token_ids + [321, 654, 987]
     (cold,) = asyncio.run(run_engine(llama, [longer], kv_bits=bits, n=12))
@@ -62,14 +62,18 @@ def test_prefix_cache_hit_equals_cold_quantized_run(llama, tmp_path, bits, resta
 
 
 def test_kv_settings_are_part_of_the_namespace(llama, tmp_path):
-    cache_dir = tmp_path / "prefix"
+    cache_dir = tmp_path / "prompt-cache"
     prompt = make_prompts(1, seed=130, min_len=30, max_len=30)[0]
     asyncio.run(two_turns(llama, prompt, cache_dir, bits=4))  # 4-bit entries on disk
 
     async def again(bits, **kv):
         eng = Engine(
             EngineConfig(
-                model=str(llama), cache_dir=str(cache_dir), kv_bits=bits, log_blas=False, **kv
+                model=str(llama),
+                prompt_cache_dir=str(cache_dir),
+                kv_bits=bits,
+                log_blas=False,
+                **kv,
             )
         )
         eng.start()
@@ -90,7 +94,7 @@ def test_namespace_fields():
 
     class Loaded:  # just enough of a LoadedModel for model_identity / tokenizer_hash
         path = "/nonexistent-model"
-        info = type("Info", (), {"name": "m"})()
+        weights_id = None
         tokenizer = None
 
     import engine.cache.reuse as reuse
@@ -122,7 +126,7 @@ def test_namespace_fields():
 )
 def test_invalid_settings_fail_the_load_clearly(llama, settings, message):
     async def go():
-        eng = Engine(EngineConfig(model=str(llama), prefix_cache=False, log_blas=False, **settings))
+        eng = Engine(EngineConfig(model=str(llama), prompt_cache=False, log_blas=False, **settings))
         eng.start()
         try:
             with pytest.raises(KVQuantError, match=message):

@@ -42,17 +42,17 @@ async def run(config: EngineConfig, conversations, *, spec=None, max_tokens=16):
 
 @pytest.fixture
 def cache_dir(tmp_path):
-    return str(tmp_path / "prefix")
+    return str(tmp_path / "prompt-cache")
 
 
 @pytest.mark.parametrize("spec", [None, LOOKUP], ids=["plain", "lookup"])
 def test_second_turn_reuses_the_first_and_matches_a_cold_run(cache_dir, spec):
     warm, stats = asyncio.run(
-        run(EngineConfig(cache_dir=cache_dir, log_blas=False), [TURN1, turn2], spec=spec)
+        run(EngineConfig(prompt_cache_dir=cache_dir, log_blas=False), [TURN1, turn2], spec=spec)
     )
     first, second = warm
     cold, _ = asyncio.run(
-        run(EngineConfig(prefix_cache=False, log_blas=False), [turn2(first.text)], spec=spec)
+        run(EngineConfig(prompt_cache=False, log_blas=False), [turn2(first.text)], spec=spec)
     )
     assert second.token_ids == cold[0].token_ids
     assert second.stats.cache_source == "ram"
@@ -62,11 +62,11 @@ def test_second_turn_reuses_the_first_and_matches_a_cold_run(cache_dir, spec):
 
 
 def test_cache_survives_a_restart(cache_dir):
-    config = EngineConfig(cache_dir=cache_dir, log_blas=False)
+    config = EngineConfig(prompt_cache_dir=cache_dir, log_blas=False)
     (first,), _ = asyncio.run(run(config, [TURN1]))
     (second,), stats = asyncio.run(run(config, [turn2(first.text)]))
     (cold,), _ = asyncio.run(
-        run(EngineConfig(prefix_cache=False, log_blas=False), [turn2(first.text)])
+        run(EngineConfig(prompt_cache=False, log_blas=False), [turn2(first.text)])
     )
     assert second.stats.cache_source == "disk"
     assert second.stats.cached_tokens >= first.stats.prompt_tokens
@@ -76,17 +76,19 @@ def test_cache_survives_a_restart(cache_dir):
 
 def test_shared_system_prompt_hits_across_conversations(cache_dir):
     other = [SYSTEM, {"role": "user", "content": "What colour is the sky?"}]
-    (a, b), _ = asyncio.run(run(EngineConfig(cache_dir=cache_dir, log_blas=False), [TURN1, other]))
+    (a, b), _ = asyncio.run(
+        run(EngineConfig(prompt_cache_dir=cache_dir, log_blas=False), [TURN1, other])
+    )
     assert a.stats.cached_tokens == 0
     assert b.stats.cached_tokens > 10  # the system prompt and the template around it
-    (cold,), _ = asyncio.run(run(EngineConfig(prefix_cache=False, log_blas=False), [other]))
+    (cold,), _ = asyncio.run(run(EngineConfig(prompt_cache=False, log_blas=False), [other]))
     assert b.token_ids == cold.token_ids
 
 
 def test_corrupt_cache_files_are_skipped_after_a_restart(cache_dir):
     from pathlib import Path
 
-    config = EngineConfig(cache_dir=cache_dir, log_blas=False)
+    config = EngineConfig(prompt_cache_dir=cache_dir, log_blas=False)
     (first,), _ = asyncio.run(run(config, [TURN1]))
     files = list(Path(cache_dir).rglob("*.safetensors"))
     assert files
@@ -123,8 +125,8 @@ def test_draft_model_caches_are_restored_with_the_target(tmp_path, cache_dir):
         return first, second
 
     common = dict(model=str(target), draft_model=str(draft), log_blas=False)
-    warm = asyncio.run(go(EngineConfig(cache_dir=cache_dir, **common)))
-    cold = asyncio.run(go(EngineConfig(prefix_cache=False, **common)))
+    warm = asyncio.run(go(EngineConfig(prompt_cache_dir=cache_dir, **common)))
+    cold = asyncio.run(go(EngineConfig(prompt_cache=False, **common)))
     assert warm[1].stats.cached_tokens >= len(prompt) + len(warm[0].token_ids) - 1
     assert [r.token_ids for r in warm] == [r.token_ids for r in cold]
     assert warm[1].stats.spec.rounds > 0

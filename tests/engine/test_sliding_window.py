@@ -57,7 +57,7 @@ def test_short_and_long_rows_with_alternating_rounds_equal_generate(gemma3, acce
             EngineConfig(
                 model=str(gemma3),
                 prefill_chunk=16,
-                prefix_cache=False,
+                prompt_cache=False,
                 log_blas=False,
                 extra_drafters=drafter.entry(),
             )
@@ -116,7 +116,7 @@ def test_a_model_that_cannot_batch_runs_one_row_at_a_time_exactly(tmp_path):
     expected = reference_tokens(path, prompts, max_tokens=12)
 
     async def main():
-        eng = Engine(EngineConfig(model=str(path), prefix_cache=False, log_blas=False))
+        eng = Engine(EngineConfig(model=str(path), prompt_cache=False, log_blas=False))
         eng.start()
         info = await asyncio.wait_for(eng.wait_ready(), TIMEOUT_S)
         try:

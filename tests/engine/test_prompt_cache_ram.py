@@ -1,27 +1,30 @@
-"""The prefix cache's RAM tier on real (tiny, random) models: a request continued from a restored
+"""The prompt cache's RAM tier on real (tiny, random) models: a request continued from a restored
 cache produces exactly the greedy tokens of a cold run over its whole prompt.
 
-Disk behaviour (restart, corrupt files, full disk) is in test_prefix_cache_disk.py.
+Disk behaviour (restart, corrupt files, full disk) is in test_prompt_cache_disk.py.
 """
 
 from __future__ import annotations
-
-import random
 
 import mlx.core as mx
 import numpy as np
 import pytest
 from mlx_lm import load as mlx_load
-from mlx_lm.generate import generate_step, speculative_generate_step
+from mlx_lm.generate import speculative_generate_step
 from mlx_lm.models.cache import ArraysCache, KVCache, RotatingKVCache
 
 import engine  # noqa: F401  (OpenBLAS before MLX)
-from engine.cache import CacheNamespace, PrefixCache
+from engine.cache import CacheNamespace, PromptCache
+from tests.engine.prompt_cache_support import (
+    ATOL,
+    N_GEN,
+    NS,
+    assert_continues_like_cold,
+    rand_tokens,
+    run,
+)
 from tests.tiny_models import make_tiny_gemma3_dir, make_tiny_llama_dir, prefill
 
-N_GEN = 6
-ATOL = 1e-3  # log-probability agreement, warm vs cold (a wrong cache is off by > 0.1)
-NS = CacheNamespace(model_id="tiny-llama", tokenizer_hash="tok-a")
 NS_GEMMA = CacheNamespace(model_id="tiny-gemma3", tokenizer_hash="tok-a")
 NS_DRAFT = CacheNamespace(model_id="tiny-llama", tokenizer_hash="tok-a", drafter="tiny-draft")
 
@@ -43,30 +46,13 @@ def gemma(tmp_path_factory):
     return mlx_load(str(path))[0]
 
 
-def rand_tokens(n: int, seed: int) -> list[int]:
-    rng = random.Random(seed)
-    return [rng.randrange(100, 49152) for _ in range(n)]
-
-
-def run(model, prompt: list[int], cache=None, n: int = N_GEN) -> tuple[list[int], np.ndarray]:
-    """Greedy tokens and their log-probabilities (the tiny random llama tends to repeat one
-    token whatever its context, so the tokens alone would hide a wrong cache)."""
-    steps = list(generate_step(mx.array(prompt), model, prompt_cache=cache, max_tokens=n))
-    return [int(t) for t, _ in steps], np.stack([np.array(lp) for _, lp in steps])
-
-
 def assert_same_run(warm, cold) -> None:
     assert warm[0] == cold[0]
     np.testing.assert_allclose(warm[1], cold[1], atol=ATOL)
 
 
-def assert_continues_like_cold(model, match, request: list[int]) -> None:
-    assert all(c.offset == match.tokens for c in match.target)
-    assert_same_run(run(model, request[match.tokens :], match.target), run(model, request))
-
-
 def test_extending_request_restores_stored_prefix(llama):
-    pc = PrefixCache(disk_dir=None)
+    pc = PromptCache(disk_dir=None)
     stored = rand_tokens(24, seed=1)
     pc.publish(NS, stored, prefill(llama, stored))
     request = stored + rand_tokens(9, seed=2)
@@ -83,7 +69,7 @@ def test_extending_request_restores_stored_prefix(llama):
 
 
 def test_edited_message_reuses_common_prefix(llama):
-    pc = PrefixCache(disk_dir=None)
+    pc = PromptCache(disk_dir=None)
     stored = rand_tokens(30, seed=3)
     pc.publish(NS, stored, prefill(llama, stored))
 
@@ -104,7 +90,7 @@ def test_edited_message_reuses_common_prefix(llama):
 
 
 def test_lookup_always_leaves_one_token_to_run(llama):
-    pc = PrefixCache(disk_dir=None)
+    pc = PromptCache(disk_dir=None)
     stored = rand_tokens(16, seed=5)
     pc.publish(NS, stored, prefill(llama, stored))
 
@@ -121,7 +107,7 @@ def test_lookup_always_leaves_one_token_to_run(llama):
 
 
 def test_longer_entry_replaces_its_prefix(llama):
-    pc = PrefixCache(disk_dir=None)
+    pc = PromptCache(disk_dir=None)
     conv = rand_tokens(40, seed=7)
     pc.publish(NS, conv[:10], prefill(llama, conv[:10]))
     pc.publish(NS, conv[:25], prefill(llama, conv[:25]))
@@ -137,13 +123,13 @@ def test_longer_entry_replaces_its_prefix(llama):
 
 
 def test_lru_eviction_at_the_ram_byte_cap(llama):
-    probe = PrefixCache(disk_dir=None)
+    probe = PromptCache(disk_dir=None)
     convs = [rand_tokens(20, seed=10 + i) for i in range(3)]
     probe.publish(NS, convs[0], prefill(llama, convs[0]))
     one = probe.stats().ram_bytes
     assert one > 0
 
-    pc = PrefixCache(disk_dir=None, ram_bytes=int(2.5 * one))
+    pc = PromptCache(disk_dir=None, ram_bytes=int(2.5 * one))
     pc.publish(NS, convs[0], prefill(llama, convs[0]))
     pc.publish(NS, convs[1], prefill(llama, convs[1]))
     assert pc.lookup(NS, convs[0] + [5]) is not None  # conversation 0 is now the most recent
@@ -155,7 +141,7 @@ def test_lru_eviction_at_the_ram_byte_cap(llama):
     assert pc.lookup(NS, convs[0] + [5]) is not None
     assert pc.lookup(NS, convs[2] + [5]) is not None
 
-    tiny = PrefixCache(disk_dir=None, ram_bytes=one // 2)  # an entry larger than the cap
+    tiny = PromptCache(disk_dir=None, ram_bytes=one // 2)  # an entry larger than the cap
     tiny.publish(NS, convs[0], prefill(llama, convs[0]))
     assert tiny.stats().ram_entries == 0 and tiny.stats().skipped == {"ram-too-large": 1}
 
@@ -163,7 +149,7 @@ def test_lru_eviction_at_the_ram_byte_cap(llama):
 def test_sliding_window_is_exact_or_skipped(gemma):
     """Gemma 3 shaped, window 8: every restore continues exactly like a cold run; a wrapped
     window that would need trimming is skipped with its reason."""
-    pc = PrefixCache(disk_dir=None)
+    pc = PromptCache(disk_dir=None)
     short = rand_tokens(6, seed=20)  # below the window: trimmable
     pc.publish(NS_GEMMA, short, prefill(gemma, short))
     request = short[:4] + rand_tokens(14, seed=21)
@@ -204,7 +190,7 @@ def test_rotating_cache_with_sink_tokens(llama):
             llama(mx.array([[t]]), cache=cache)
         return cache
 
-    pc = PrefixCache(disk_dir=None)
+    pc = PromptCache(disk_dir=None)
     for one_by_one in (0, 6):
         stored = rand_tokens(19, seed=60 + one_by_one)
         pc.publish(NS, stored, filled(stored, one_by_one))
@@ -219,7 +205,7 @@ def test_rotating_cache_with_sink_tokens(llama):
 
 
 def test_draft_caches_travel_with_the_target(llama, draft_llama):
-    pc = PrefixCache(disk_dir=None)
+    pc = PromptCache(disk_dir=None)
     stored = rand_tokens(20, seed=40)
     pc.publish(NS_DRAFT, stored, prefill(llama, stored), prefill(draft_llama, stored))
     request = stored + rand_tokens(8, seed=41)
@@ -248,7 +234,7 @@ def test_draft_caches_travel_with_the_target(llama, draft_llama):
 
 
 def test_draft_cache_of_another_length(llama, draft_llama):
-    pc = PrefixCache(disk_dir=None)
+    pc = PromptCache(disk_dir=None)
     tokens = rand_tokens(12, seed=42)
     pc.publish(NS_DRAFT, tokens, prefill(llama, tokens), prefill(draft_llama, tokens + [9]))
     match = pc.lookup(NS_DRAFT, tokens + [3])  # one token longer: trimmed to the target's
@@ -261,7 +247,7 @@ def test_draft_cache_of_another_length(llama, draft_llama):
 
 
 def test_unsupported_and_mismatched_caches(llama):
-    pc = PrefixCache(disk_dir=None)
+    pc = PromptCache(disk_dir=None)
     arrays = ArraysCache(1)
     arrays[0] = mx.zeros((1, 4))
     pc.publish(NS, [1, 2, 3], [arrays])
