@@ -219,10 +219,10 @@ class EngineWorker(threading.Thread):
 
     def _step(self) -> None:
         events = self.core.step()
+        ended = any(isinstance(e, FinishedEvent | ErrorEvent) for e in events)
+        self._publish_stats(force=ended)  # first: a caller told a reply ended sees its stats
         if events:
             self._deliver(events)
-        ended = any(isinstance(e, FinishedEvent | ErrorEvent) for e in events)
-        self._publish_stats(force=ended)
 
     # -- models --------------------------------------------------------------------------------
 
