@@ -197,10 +197,10 @@ def validate_model_dir(path: Path, *, name: str | None = None) -> dict[str, Any]
 
 
 def _check_supported(config: dict[str, Any], label: str) -> None:
-    from mlx_lm.utils import _get_classes  # mlx-lm's own lookup, so remappings count
+    from engine.cache.mlx_lm_private import model_classes  # mlx-lm's own lookup
 
     try:
-        _get_classes(config)
+        model_classes(config)
     except (ValueError, ImportError) as exc:
         raise ModelLoadError(
             f"{label}: model type {config.get('model_type')!r} is not supported by mlx-lm"

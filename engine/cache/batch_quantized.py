@@ -23,9 +23,10 @@ from mlx_lm.models.cache import (
     BatchKVCache,
     KVCache,
     QuantizedKVCache,
-    _BaseCache,
     dynamic_roll,
 )
+
+from engine.cache import mlx_lm_private as private
 
 Quantized = tuple[mx.array, mx.array, mx.array]
 
@@ -39,7 +40,7 @@ def _empty_parts(like: Quantized, rows: int) -> Quantized:
     return tuple(mx.zeros((rows, p.shape[1], 0, p.shape[3]), dtype=p.dtype) for p in like)
 
 
-class BatchQuantizedKVCache(_BaseCache):
+class BatchQuantizedKVCache(private.BaseCache):
     step = 256
 
     def __init__(self, left_padding: list[int], group_size: int = 64, bits: int = 8) -> None:
@@ -47,8 +48,8 @@ class BatchQuantizedKVCache(_BaseCache):
         self.values: Quantized | None = None
         self.left_padding = mx.array(left_padding)
         self.offset = mx.array([-p for p in left_padding])
-        self._idx = 0
-        self._right_padding: mx.array | None = None
+        self.written = 0
+        self.right_padding: mx.array | None = None
         self.group_size = group_size
         self.bits = bits
 
@@ -64,11 +65,13 @@ class BatchQuantizedKVCache(_BaseCache):
         out = cls([], group_size=group_size, bits=bits)
         out.left_padding = cache.left_padding
         out.offset = cache.offset
-        out._idx = cache._idx
-        out._right_padding = getattr(cache, "_right_padding", None)
+        out.written = private.write_index(cache)
+        out.right_padding = private.right_padding(cache)
         if cache.keys is not None:
-            out.keys = _quantize(cache.keys[..., : cache._idx, :], group_size, bits)
-            out.values = _quantize(cache.values[..., : cache._idx, :], group_size, bits)
+            out.keys = _quantize(cache.keys[..., : private.write_index(cache), :], group_size, bits)
+            out.values = _quantize(
+                cache.values[..., : private.write_index(cache), :], group_size, bits
+            )
         return out
 
     @classmethod
@@ -126,7 +129,7 @@ class BatchQuantizedKVCache(_BaseCache):
                 values[j][i : i + 1, :, p : p + n] = v[j][..., :n, :]
         out.keys, out.values = tuple(keys), tuple(values)
         out.offset = out.offset + longest
-        out._idx = longest
+        out.written = longest
         return out
 
     def extract(self, idx: int) -> QuantizedKVCache:
@@ -135,26 +138,26 @@ class BatchQuantizedKVCache(_BaseCache):
         padding = self.left_padding.tolist()[idx]
         if self.keys is not None:
             cache.keys, cache.values = tree_map(
-                lambda x: mx.contiguous(x[idx : idx + 1, :, padding : self._idx]),
+                lambda x: mx.contiguous(x[idx : idx + 1, :, padding : self.written]),
                 (self.keys, self.values),
             )
-        cache.offset = max(0, self._idx - padding)
+        cache.offset = max(0, self.written - padding)
         return cache
 
     # -- the forward ---------------------------------------------------------------------------
 
     def update_and_fetch(self, keys: mx.array, values: mx.array) -> tuple[Quantized, Quantized]:
         n = keys.shape[2]
-        prev = self._idx
+        prev = self.written
         if self.keys is None or prev + n > self.keys[0].shape[2]:
             self._grow(keys, values, n)
         self.offset = self.offset + n
-        self._idx += n
+        self.written += n
         qk = _quantize(keys, self.group_size, self.bits)
         qv = _quantize(values, self.group_size, self.bits)
         for i in range(3):
-            self.keys[i][..., prev : self._idx, :] = qk[i]
-            self.values[i][..., prev : self._idx, :] = qv[i]
+            self.keys[i][..., prev : self.written, :] = qk[i]
+            self.values[i][..., prev : self.written, :] = qv[i]
         return self.keys_and_values()
 
     def _grow(self, keys: mx.array, values: mx.array, n: int) -> None:
@@ -174,7 +177,7 @@ class BatchQuantizedKVCache(_BaseCache):
         if self.keys is None:
             self.keys, self.values = fresh(k_dim), fresh(v_dim)
             return
-        prev = self._idx
+        prev = self.written
         if prev != self.keys[0].shape[2]:
             self.keys, self.values = tree_map(lambda x: x[..., :prev, :], (self.keys, self.values))
         more_k, more_v = fresh(k_dim), fresh(v_dim)
@@ -182,10 +185,10 @@ class BatchQuantizedKVCache(_BaseCache):
         self.values = tuple(mx.concatenate([a, b], axis=2) for a, b in zip(self.values, more_v))
 
     def keys_and_values(self) -> tuple[Quantized, Quantized]:
-        return tree_map(lambda x: x[..., : self._idx, :], (self.keys, self.values))
+        return tree_map(lambda x: x[..., : self.written, :], (self.keys, self.values))
 
     def make_mask(self, N: int, return_array: bool = False, **kwargs: Any) -> mx.array:
-        return create_causal_mask(N, offset=self._idx, left_padding=self.left_padding, **kwargs)
+        return create_causal_mask(N, offset=self.written, left_padding=self.left_padding, **kwargs)
 
     # -- batched prefill (right padding), as BatchKVCache --------------------------------------
 
@@ -197,15 +200,15 @@ class BatchQuantizedKVCache(_BaseCache):
             self.left_padding = self.left_padding + left_padding
             self.offset = self.offset - left_padding
         if right_padding is not None and max(right_padding) > 0:
-            self._right_padding = mx.array(right_padding)
+            self.right_padding = mx.array(right_padding)
 
     def finalize(self) -> None:
-        if self._right_padding is not None:
-            padding = self._right_padding
+        if self.right_padding is not None:
+            padding = self.right_padding
             self.roll(padding[:, None])
             self.offset = self.offset - padding
             self.left_padding = self.left_padding + padding
-            self._right_padding = None
+            self.right_padding = None
 
     def roll(self, shifts: mx.array) -> None:
         """Roll every row right by shifts[i] along the sequence axis (all three parts)."""
@@ -229,7 +232,7 @@ class BatchQuantizedKVCache(_BaseCache):
                 self.keys, self.values = tree_map(
                     lambda x: x[..., shared:, :], (self.keys, self.values)
                 )
-            self._idx -= shared
+            self.written -= shared
             self.left_padding = self.left_padding - shared
 
     def extend(self, other: Any) -> None:
@@ -244,18 +247,18 @@ class BatchQuantizedKVCache(_BaseCache):
         if self.keys is None and other.keys is None:
             self.left_padding = mx.concatenate([self.left_padding, other.left_padding])
             self.offset = mx.concatenate([self.offset, other.offset])
-            self._idx = max(self._idx, other._idx)
+            self.written = max(self.written, other.written)
             return
         like_k = self.keys if self.keys is not None else other.keys
         like_v = self.values if self.values is not None else other.values
-        max_idx = max(self._idx, other._idx)
+        max_idx = max(self.written, other.written)
         max_size = max(c.keys[0].shape[2] for c in (self, other) if c.keys is not None)
 
         def pad(c: BatchQuantizedKVCache):
             rows = c.offset.shape[0]
             k = c.keys if c.keys is not None else _empty_parts(like_k, rows)
             v = c.values if c.values is not None else _empty_parts(like_v, rows)
-            left = max_idx - c._idx
+            left = max_idx - c.written
             right = max_size - k[0].shape[2] - left
             if right < 0:
                 k, v = tree_map(lambda x: x[..., :right, :], (k, v))
@@ -270,7 +273,7 @@ class BatchQuantizedKVCache(_BaseCache):
         self.values = tuple(mx.concatenate([a, b]) for a, b in zip(v1, v2))
         self.offset = mx.concatenate([o1, o2])
         self.left_padding = mx.concatenate([p1, p2])
-        self._idx = max_idx
+        self.written = max_idx
 
     # -- the rest of the cache interface -------------------------------------------------------
 
@@ -284,23 +287,23 @@ class BatchQuantizedKVCache(_BaseCache):
 
     @property
     def meta_state(self):
-        return tuple(map(str, (self._idx, self.group_size, self.bits)))
+        return tuple(map(str, (self.written, self.group_size, self.bits)))
 
     @meta_state.setter
     def meta_state(self, v) -> None:
-        self._idx, self.group_size, self.bits = map(int, v)
+        self.written, self.group_size, self.bits = map(int, v)
 
     def is_trimmable(self) -> bool:
         return True
 
     def trim(self, n: int) -> int:
-        n = min(self._idx, n)
-        self._idx -= n
+        n = min(self.written, n)
+        self.written -= n
         self.offset = self.offset - n
         return n
 
     def size(self) -> int:
-        return self._idx
+        return self.written
 
     def empty(self) -> bool:
         return self.keys is None

@@ -30,6 +30,7 @@ from mlx_lm.models.cache import (
     QuantizedKVCache,
 )
 
+from engine.cache import mlx_lm_private as private
 from engine.cache.batch_quantized import BatchQuantizedKVCache
 from engine.config import DEFAULT_KV_GROUP_SIZE
 
@@ -179,7 +180,7 @@ def quantize_batch_cache(layers: list[Any] | None, kv: KVQuant | None) -> int:
         return 0
     converted = 0
     for i, c in enumerate(layers):
-        if _plain_batch(c) and c._idx >= kv.start:
+        if _plain_batch(c) and private.write_index(c) >= kv.start:
             layers[i] = BatchQuantizedKVCache.from_batch(c, kv.group_size, kv.bits)
             converted += 1
     return converted

@@ -7,8 +7,10 @@ arrays) and `from_numpy` give the plain form the disk tier writes and reads. `La
 a layer without its data (kind, integer state, each array's shape and dtype); `check_info` says
 whether such a description is one this module could have made.
 
-Supported: KVCache, RotatingKVCache (sliding window) and QuantizedKVCache. Anything else
-(ArraysCache, CacheList, ChunkedKVCache, batch caches) raises `UnsupportedCache`.
+Supported: KVCache, RotatingKVCache (sliding window), QuantizedKVCache and ArraysCache (the
+recurrent state of hybrid and state-space models, which cannot be trimmed: an entry of it serves
+only prompts it is a whole prefix of). Anything else (CacheList, ChunkedKVCache, batch caches)
+raises `UnsupportedCache`.
 
 Every function that touches an mx.array runs on the engine's MLX thread only.
 """
@@ -20,18 +22,27 @@ from typing import Any
 
 import mlx.core as mx
 import numpy as np
-from mlx_lm.models.cache import KVCache, QuantizedKVCache, RotatingKVCache
+from mlx_lm.models.cache import ArraysCache, KVCache, QuantizedKVCache, RotatingKVCache
+
+from engine.cache import mlx_lm_private as private
 
 KV = "KVCache"
 ROTATING = "RotatingKVCache"
 QUANTIZED = "QuantizedKVCache"
-SUPPORTED = (KV, ROTATING, QUANTIZED)
-_CLASSES = {KV: KVCache, ROTATING: RotatingKVCache, QUANTIZED: QuantizedKVCache}
+ARRAYS = "ArraysCache"
+SUPPORTED = (KV, ROTATING, QUANTIZED, ARRAYS)
+_CLASSES = {
+    KV: KVCache,
+    ROTATING: RotatingKVCache,
+    QUANTIZED: QuantizedKVCache,
+    ARRAYS: ArraysCache,
+}
 # the integer state each kind stores; nothing else is accepted from a file
 META_KEYS = {
     KV: ("offset",),
     ROTATING: ("offset", "keep", "max_size", "idx"),
     QUANTIZED: ("offset", "group_size", "bits"),
+    ARRAYS: ("offset", "parts"),
 }
 QUANT_BITS = (2, 3, 4, 5, 6, 8)
 QUANT_GROUP_SIZES = (32, 64, 128)
@@ -103,10 +114,11 @@ class LayerState:
 
 
 def layer_trimmable(kind: str, meta: dict[str, int]) -> bool:
-    """Can this layer be cut down to fewer tokens? A sliding window only while it never wrapped."""
+    """Can this layer be cut down to fewer tokens? A sliding window only while it never wrapped;
+    recurrent state never."""
     if kind == ROTATING:
         return meta["offset"] < meta["max_size"]
-    return True
+    return kind != ARRAYS
 
 
 def dtype_name(dtype: mx.Dtype) -> str:
@@ -124,13 +136,16 @@ def _compact(a: mx.array, n: int) -> mx.array:
     return mx.contiguous(a)
 
 
-def snapshot(cache: Any) -> LayerState:
+def snapshot(cache: Any, tokens: int | None = None) -> LayerState:
     """One layer's cache as a compact, independent LayerState. Nothing is evaluated here: the
     copies are made when the caller evaluates `state.arrays` (the prompt cache spreads that
-    over the engine's steps)."""
+    over the engine's steps). Recurrent state does not count its tokens: `tokens` says how many
+    it holds."""
     kind = type(cache).__name__
     if kind not in SUPPORTED or type(cache) is not _CLASSES[kind]:
         raise UnsupportedCache("unsupported-cache", f"cannot store {kind}")
+    if kind == ARRAYS:
+        return _snapshot_arrays(cache, tokens)
     n = int(cache.offset)
     if cache.keys is None:
         raise UnsupportedCache("empty-cache", f"{kind} holds no arrays")
@@ -153,6 +168,16 @@ def snapshot(cache: Any) -> LayerState:
     return state
 
 
+def _snapshot_arrays(cache: ArraysCache, tokens: int | None) -> LayerState:
+    if tokens is None or any(a is None for a in cache.cache):
+        raise UnsupportedCache("empty-cache", "recurrent state of an unknown length")
+    arrays = {f"state.{j}": mx.contiguous(a) for j, a in enumerate(cache.cache)}
+    for name, a in arrays.items():
+        if dtype_name(a.dtype) not in STORED_DTYPES:
+            raise UnsupportedCache("unsupported-dtype", f"cannot store {name} of {a.dtype}")
+    return LayerState(ARRAYS, arrays, {"offset": tokens, "parts": len(arrays)})
+
+
 def _snapshot_rotating(cache: RotatingKVCache) -> LayerState:
     n, keep, max_size = int(cache.offset), int(cache.keep), int(cache.max_size)
     meta = {"offset": n, "keep": keep, "max_size": max_size}
@@ -164,11 +189,12 @@ def _snapshot_rotating(cache: RotatingKVCache) -> LayerState:
         )
     # wrapped: store the window in temporal order, `keep` sink tokens plus the newest ones; this
     # is the state mlx-lm itself reaches (its next update trims to the same positions)
-    keys, values = cache._temporal_order(keys), cache._temporal_order(values)
+    keys = private.rotating_in_temporal_order(cache, keys)
+    values = private.rotating_in_temporal_order(cache, values)
     size = keys.shape[2]
     if size < max_size:  # not a shape mlx-lm produces; store it untouched
         arrays = {"keys": mx.contiguous(cache.keys), "values": mx.contiguous(cache.values)}
-        return LayerState(ROTATING, arrays, {**meta, "idx": int(cache._idx)})
+        return LayerState(ROTATING, arrays, {**meta, "idx": private.write_index(cache)})
     if size > max_size:
         tail = max_size - keep
         keys = mx.concatenate([keys[..., :keep, :], keys[..., size - tail :, :]], axis=2)
@@ -199,12 +225,16 @@ def to_cache(state: LayerState) -> Any:
     elif state.kind == ROTATING:
         cache = RotatingKVCache(max_size=m["max_size"], keep=m["keep"])
         cache.keys, cache.values = _fresh(a["keys"]), _fresh(a["values"])
-        cache._idx = m["idx"]
+        private.set_write_index(cache, m["idx"])
     elif state.kind == QUANTIZED:
         cache = QuantizedKVCache(group_size=m["group_size"], bits=m["bits"])
         n_parts = sum(1 for k in a if k.startswith("keys."))
         cache.keys = tuple(_fresh(a[f"keys.{i}"]) for i in range(n_parts))
         cache.values = tuple(_fresh(a[f"values.{i}"]) for i in range(n_parts))
+    elif state.kind == ARRAYS:
+        cache = ArraysCache(m["parts"])
+        cache.cache = [_fresh(a[f"state.{j}"]) for j in range(m["parts"])]
+        return cache  # recurrent state keeps no count of its tokens
     else:
         raise UnsupportedCache("unsupported-cache", f"cannot restore {state.kind}")
     cache.offset = m["offset"]
@@ -253,6 +283,13 @@ def check_info(info: LayerInfo, tokens: int) -> None:
         raise ValueError(f"bad {kind} state {m}")
     if m["offset"] != tokens:
         raise ValueError(f"the layer holds {m['offset']} tokens, the entry {tokens}")
+    if kind == ARRAYS:
+        if set(info.arrays) != {f"state.{j}" for j in range(m["parts"])} or m["parts"] < 1:
+            raise ValueError(f"{kind} arrays {sorted(info.arrays)}")
+        for shape, dtype in info.arrays.values():
+            if not shape or shape[0] != 1 or dtype not in STORED_DTYPES:
+                raise ValueError(f"{kind} array {shape} {dtype}")
+        return
     if kind == QUANTIZED:
         if m["bits"] not in QUANT_BITS or m["group_size"] not in QUANT_GROUP_SIZES:
             raise ValueError(f"bad quantization {m}")

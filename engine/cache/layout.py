@@ -18,7 +18,7 @@ from typing import Any
 import mlx.core as mx
 
 from engine.cache.kv_quant import DEFAULT_KV_GROUP_SIZE
-from engine.cache.layers import KV, QUANTIZED, ROTATING, LayerInfo, dtype_name
+from engine.cache.layers import ARRAYS, KV, QUANTIZED, ROTATING, LayerInfo, dtype_name
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,7 @@ class LayerLayout:
     dtype: str
     max_size: int | None = None  # sliding window (RotatingKVCache)
     keep: int | None = None
+    parts: tuple[tuple[tuple[int, ...], str], ...] = ()  # recurrent state: (shape, dtype) each
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,10 @@ def _layer_mismatch(
     quantized = info.kind == QUANTIZED and want.kind == KV and kv_bits is not None
     if info.kind != want.kind and not quantized:
         return f"{info.kind} stored, the model makes {want.kind}"
+    if info.kind == ARRAYS:
+        stored = tuple((shape[1:], dtype) for shape, dtype in info.arrays.values())
+        model = tuple((shape[1:], dtype) for shape, dtype in want.parts)
+        return None if stored == model else f"recurrent state {stored}, the model's {model}"
     if info.kind == ROTATING and (info.meta["max_size"], info.meta["keep"]) != (
         want.max_size,
         want.keep,
@@ -119,6 +124,10 @@ def probe_layout(model: Any, make_cache: Callable[[], list[Any]]) -> CacheLayout
     layers = []
     for c in caches:
         kind = type(c).__name__
+        if kind == ARRAYS and all(a is not None for a in c.cache):
+            parts = tuple((tuple(a.shape), dtype_name(a.dtype)) for a in c.cache)
+            layers.append(LayerLayout(kind, 0, 0, 0, "", parts=parts))
+            continue
         if kind not in (KV, ROTATING) or c.keys is None:
             layers.append(LayerLayout(kind, 0, 0, 0, ""))  # nothing stored can match it
             continue

@@ -11,6 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from mlx_lm.models.cache import _BaseCache
+
+BaseCache = _BaseCache  # the base of mlx-lm's caches (is_trimmable, state, meta_state, ...)
+
 
 def write_index(cache: Any) -> int:
     """Positions written into a batch cache's buffer (left padding included): `_idx`."""
@@ -19,6 +23,11 @@ def write_index(cache: Any) -> int:
 
 def set_write_index(cache: Any, value: int) -> None:
     cache._idx = value
+
+
+def right_padding(cache: Any) -> Any:
+    """A BatchKVCache's right padding between `prepare` and `finalize` (None otherwise)."""
+    return getattr(cache, "_right_padding", None)
 
 
 def rotating_offset(cache: Any) -> int:

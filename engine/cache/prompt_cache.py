@@ -127,7 +127,7 @@ class PromptCache:
         """The longest cached prefix usable for `tokens`, at most len(tokens) - 1 of them.
         RAM first, then disk. A longer or diverging entry is trimmed to the common prefix when
         its caches allow it; a sliding-window cache that wrapped can only serve requests it is
-        a whole prefix of (else counted in skipped["sliding-window"]). An entry that does not
+        a whole prefix of (else counted in skipped["untrimmable"], as recurrent state). An entry that does not
         fit `layouts` is removed (skipped["mismatch"]). Without `wait`, LOADING while the best
         entry is still being read from disk."""
         match = None
@@ -151,7 +151,7 @@ class PromptCache:
         with self._lock:
             c = self._counts
             if window_skipped:
-                c.skipped["sliding-window"] = c.skipped.get("sliding-window", 0) + 1
+                c.skipped["untrimmable"] = c.skipped.get("untrimmable", 0) + 1
             if match is None:
                 c.misses += 1
             else:
@@ -234,7 +234,7 @@ class PromptCache:
         if n == 0 or not target:
             return
         try:
-            tstates = [snapshot(c) for c in target]
+            tstates = [snapshot(c, n) for c in target]
         except UnsupportedCache as exc:
             self._skip(exc.reason)
             return
@@ -314,6 +314,10 @@ class PromptCache:
             self._writing.append((job, owners))  # alive while the writer reads their memory
 
     # --- stats and lifecycle ---
+
+    def count_skip(self, reason: str) -> None:
+        """Something was not stored or not used, for this reason (in CacheStats.skipped)."""
+        self._skip(reason)
 
     def _skip(self, reason: str) -> None:
         with self._lock:

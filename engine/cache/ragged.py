@@ -22,6 +22,8 @@ import mlx.core as mx
 import numpy as np
 from mlx_lm.models.cache import BatchKVCache, BatchRotatingKVCache, KVCache
 
+from engine.cache import mlx_lm_private as private
+
 DEFAULT_COMPACT_FRACTION = 0.25  # compact when holes exceed this share of the buffer
 
 
@@ -47,16 +49,21 @@ class RaggedBatchKVCache(BatchKVCache):
         ragged.whole_buffer = default_whole_buffer()
         return ragged
 
+    @property
+    def written(self) -> int:
+        """Positions written into the buffer: left padding, holes and real tokens."""
+        return private.write_index(self)
+
     # -- writing: the buffer grows by whole steps; multi-token forwards may see all of it ------
 
     def capacity_after(self, n: int) -> int:
         """The buffer's length once `n` more positions are written."""
-        if self.keys is not None and self._idx + n <= self.keys.shape[2]:
+        if self.keys is not None and self.written + n <= self.keys.shape[2]:
             return self.keys.shape[2]
-        return (self._idx + n + self.step - 1) // self.step * self.step
+        return (self.written + n + self.step - 1) // self.step * self.step
 
     def update_and_fetch(self, keys: mx.array, values: mx.array) -> tuple[mx.array, mx.array]:
-        prev, n = self._idx, keys.shape[2]
+        prev, n = self.written, keys.shape[2]
         capacity = self.capacity_after(n)
         if self.keys is None or capacity != self.keys.shape[2]:
             B, heads, _, k_dim = keys.shape
@@ -68,12 +75,12 @@ class RaggedBatchKVCache(BatchKVCache):
                 self.keys = mx.concatenate([self.keys[..., :prev, :], grow_k], axis=2)
                 self.values = mx.concatenate([self.values[..., :prev, :], grow_v], axis=2)
         self.offset = self.offset + n
-        self._idx += n
-        self.keys[..., prev : self._idx, :] = keys
-        self.values[..., prev : self._idx, :] = values
+        private.set_write_index(self, self.written + n)
+        self.keys[..., prev : self.written, :] = keys
+        self.values[..., prev : self.written, :] = values
         if self._sees_whole_buffer(n):
             return self.keys, self.values
-        return self.keys[..., : self._idx, :], self.values[..., : self._idx, :]
+        return self.keys[..., : self.written, :], self.values[..., : self.written, :]
 
     def _sees_whole_buffer(self, n: int) -> bool:
         return self.whole_buffer and n > 1
@@ -95,7 +102,7 @@ class RaggedBatchKVCache(BatchKVCache):
             return super().make_mask(
                 N, return_array=return_array, window_size=window_size, **kwargs
             )
-        start = self._idx
+        start = self.written
         length = self.capacity_after(N) if whole else start + N
         rinds = mx.arange(length)
         linds = mx.arange(start, start + N)[:, None]
@@ -122,16 +129,16 @@ class RaggedBatchKVCache(BatchKVCache):
         if smallest:
             self.trim(smallest)
             self.hole_spans = [
-                (r, a, min(b, self._idx)) for r, a, b in self.hole_spans if a < self._idx
+                (r, a, min(b, self.written)) for r, a, b in self.hole_spans if a < self.written
             ]
         extra = [s - smallest for s in surplus]
         if any(extra):
             for row, e in enumerate(extra):
                 if e:
-                    self.hole_spans.append((row, self._idx - e, self._idx))
+                    self.hole_spans.append((row, self.written - e, self.written))
             self.offset = self.offset - mx.array(extra)
             self.holes += max(extra)
-        if self.holes > DEFAULT_COMPACT_FRACTION * max(self._idx, 1) and self.holes > 16:
+        if self.holes > DEFAULT_COMPACT_FRACTION * max(self.written, 1) and self.holes > 16:
             self.compact()
 
     def compact(self) -> None:
@@ -139,19 +146,21 @@ class RaggedBatchKVCache(BatchKVCache):
         if self.keys is None or not self.hole_spans:
             self.hole_spans, self.holes = [], 0
             return
-        valid = self.valid_map(self._idx)
+        valid = self.valid_map(self.written)
         real = valid.astype(mx.int32).sum(axis=1)
         # stable order: holes (False) first, then real positions in their order; the unwritten
         # tail stays where it is, so the buffer keeps its length (and attention its shapes)
-        order = mx.argsort(valid.astype(mx.int32) * (self._idx + 1) + mx.arange(self._idx)[None])
+        order = mx.argsort(
+            valid.astype(mx.int32) * (self.written + 1) + mx.arange(self.written)[None]
+        )
         capacity = self.keys.shape[2]
-        if capacity > self._idx:
-            tail = mx.arange(self._idx, capacity)[None]
+        if capacity > self.written:
+            tail = mx.arange(self.written, capacity)[None]
             order = mx.concatenate([order, mx.broadcast_to(tail, (order.shape[0], tail.size))], 1)
         idx = order[:, None, :, None]
         self.keys = mx.take_along_axis(self.keys, idx, axis=2)
         self.values = mx.take_along_axis(self.values, idx, axis=2)
-        self.left_padding = self._idx - real
+        self.left_padding = self.written - real
         self.hole_spans, self.holes = [], 0
 
     # -- batch membership ------------------------------------------------------------------------
@@ -177,7 +186,8 @@ class RaggedBatchKVCache(BatchKVCache):
 
     @state.setter
     def state(self, v):
-        self.keys, self.values, self.offset, self.left_padding, self._idx = v
+        self.keys, self.values, self.offset, self.left_padding, idx = v
+        private.set_write_index(self, idx)
         self.hole_spans, self.holes = [], 0
 
 

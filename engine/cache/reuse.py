@@ -59,18 +59,20 @@ class PromptReuse:
             return None
         return self.cache.lookup(self.namespace, prompt, layouts=layouts, wait=wait)
 
-    def publish(self, history: list[int], target: list[Any]) -> None:
-        """Store a row's caches under the tokens they hold (never the pending token)."""
-        held = target[0].offset if hasattr(target[0], "offset") else None
-        if not isinstance(held, int) or held <= 0:
+    def publish(self, tokens: list[int], target: list[Any], *, held: int) -> None:
+        """Store single-row caches that hold `held` positions, whose tokens are `tokens`
+        (never the pending input). Positions past the known tokens (the reply's end fed one
+        more) are trimmed first where the caches allow it; recurrent state cannot be trimmed,
+        so then nothing is stored (counted under its reason)."""
+        if held <= 0:
             return
-        extra = held - len(history)  # e.g. an EOS token that was fed but is not in the reply
-        if extra > 0:
+        if held > len(tokens):
             if not can_trim_prompt_cache(target):
+                self.cache.count_skip("untrimmable-tail")
                 return
-            trim_prompt_cache(target, extra)
-            held = len(history)
+            trim_prompt_cache(target, held - len(tokens))
+            held = len(tokens)
         try:
-            self.cache.publish(self.namespace, history[:held], target)
+            self.cache.publish(self.namespace, tokens[:held], target)
         except Exception:  # noqa: BLE001 - a cache failure never fails the request
             log.exception("could not publish the prompt cache")

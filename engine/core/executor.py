@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 import mlx.core as mx
-from mlx_lm.models.cache import make_prompt_cache
+from mlx_lm.models.cache import can_trim_prompt_cache, make_prompt_cache
 
 from engine.cache import LOADING
 from engine.cache.kv_quant import KVQuant, quantize_row_cache
@@ -62,7 +62,9 @@ class ModelExecutor:
         if plan.leave:
             self._leave(plan.leave)
         for state in plan.join:
-            self.batch.add(state, self.prefilling.pop(state.request_id), state.prompt[-1])
+            row_cache = self.prefilling.pop(state.request_id)
+            self._publish_prompt(state, row_cache)
+            self.batch.add(state, row_cache, state.prompt[-1])
         if plan.decode:
             self._decode(plan.decode, out, while_waiting)
         else:
@@ -97,12 +99,30 @@ class ModelExecutor:
             drafter.forget(ids)
 
     def _publish(self, state: RequestState) -> None:
+        """Store a leaving row's caches under the tokens they hold (its reply's EOS included
+        when it was fed)."""
         if self.reuse is None:
             return
+        fed = state.prompt + state.generated
+        if state.eos_token is not None:
+            fed.append(state.eos_token)
         try:
-            self.reuse.publish(state.prompt + state.generated, self.batch.extract(state))
+            held = self.batch.lengths[self.batch.index(state)]
+            self.reuse.publish(fed, self.batch.extract(state), held=held)
         except Exception:  # noqa: BLE001 - caching is best effort
             log.exception("could not store the prompt cache of %s", state.request_id)
+
+    def _publish_prompt(self, state: RequestState, row_cache: list[Any]) -> None:
+        """A cache that cannot be trimmed (recurrent state, a wrapped sliding window) can later
+        serve only prompts it is a whole prefix of: store it at the prompt's end too, so that
+        regenerating or editing this reply starts warm."""
+        if self.reuse is None or can_trim_prompt_cache(row_cache):
+            return
+        held = len(state.prompt) - 1
+        try:
+            self.reuse.publish(state.prompt[:held], row_cache, held=held)
+        except Exception:  # noqa: BLE001 - caching is best effort
+            log.exception("could not store the prompt of %s", state.request_id)
 
     def _admit(self, state: RequestState, out: StepOutput) -> None:
         cache = None

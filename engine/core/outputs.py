@@ -46,6 +46,7 @@ class OutputProcessor:
         for token, from_draft in zip(tokens, drafted):
             if token in self.eos:
                 state.ends_with, eos_hit = FinishReason.STOP, True
+                state.eos_token = token
                 break
             state.generated.append(token)
             state.from_draft.append(from_draft)

@@ -41,6 +41,7 @@ class RequestState:
     finish_reason: FinishReason | None = None
     unstreamed: int = 0  # tokens at the end of `generated` not yet turned into text
     ends_with: FinishReason | None = None  # EOS or max tokens reached; text not yet streamed
+    eos_token: int | None = None  # the end-of-sequence token that ended it (fed, not in the reply)
     recent: RecentAcceptance = field(default_factory=RecentAcceptance)
 
     @property

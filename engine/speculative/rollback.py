@@ -14,6 +14,7 @@ from typing import Any
 import mlx.core as mx
 from mlx_lm.models.cache import BatchKVCache, BatchRotatingKVCache, dynamic_roll
 
+from engine.cache import mlx_lm_private as private
 from engine.cache.batch_quantized import BatchQuantizedKVCache
 from engine.cache.ragged import RaggedBatchKVCache
 from engine.cache.recurrent import is_recurrent
@@ -76,16 +77,18 @@ def _rollback_rotating(cache: BatchRotatingKVCache, roll: mx.array | None, small
     if cache.rotated:
         raise RollbackError("a rotated sliding-window cache cannot roll back")
     if roll is not None:
-        cache.keys = dynamic_roll(cache.keys[..., : cache._idx, :], roll, axis=2)
-        cache.values = dynamic_roll(cache.values[..., : cache._idx, :], roll, axis=2)
+        idx = private.write_index(cache)
+        cache.keys = dynamic_roll(cache.keys[..., :idx, :], roll, axis=2)
+        cache.values = dynamic_roll(cache.values[..., :idx, :], roll, axis=2)
         shift = roll[:, 0]
         cache.left_padding = cache.left_padding + shift
         cache.offset = cache.offset - shift
     if smallest:
-        cache._idx -= smallest
-        cache._offset -= smallest
+        private.set_write_index(cache, private.write_index(cache) - smallest)
+        private.set_rotating_offset(cache, private.rotating_offset(cache) - smallest)
         cache.offset = cache.offset - smallest
     # keep the buffer exactly as long as its content, so the next one-token update rotates
     # from the true oldest position instead of a stale tail
-    cache.keys = cache.keys[..., : cache._idx, :]
-    cache.values = cache.values[..., : cache._idx, :]
+    idx = private.write_index(cache)
+    cache.keys = cache.keys[..., :idx, :]
+    cache.values = cache.values[..., :idx, :]

@@ -44,3 +44,27 @@ def test_hybrid_speculative_rows_equal_generate(qwen3_next, acceptance):
     ]
     got = asyncio.run(run_engine(qwen3_next, prompts, N, stagger=True, specs=specs))
     assert got == expected
+
+
+def test_hybrid_prompt_cache_serves_the_next_turn_and_a_regenerated_reply(qwen3_next):
+    """Recurrent state cannot be trimmed, so it is stored where later turns ask for it: at the
+    end of the prompt (a regenerated reply) and at the end of the reply (the next turn)."""
+    from engine.requests import GenerationRequest
+    from tests.engine.engine_harness import make_prompt, with_engine
+
+    prompt = make_prompt(60, 20)
+    first_ref = reference_tokens(qwen3_next, [prompt], max_tokens=12)[0]
+
+    async def body(eng):
+        first = await eng.generate(GenerationRequest(prompt_tokens=prompt, max_tokens=12))
+        again = await eng.generate(GenerationRequest(prompt_tokens=prompt, max_tokens=12))
+        follow = prompt + first.token_ids + make_prompt(61, 5)
+        second = await eng.generate(GenerationRequest(prompt_tokens=follow, max_tokens=12))
+        return first, again, follow, second
+
+    first, again, follow, second = with_engine(qwen3_next, body)
+    assert first.token_ids == first_ref and first.stats.cached_tokens == 0
+    assert again.token_ids == first_ref
+    assert again.stats.cached_tokens == len(prompt) - 1  # the prompt's own snapshot
+    assert second.token_ids == reference_tokens(qwen3_next, [follow], max_tokens=12)[0]
+    assert second.stats.cached_tokens == len(prompt) + len(first.token_ids)

@@ -76,7 +76,7 @@ def test_sliding_window_and_draft_entries_survive_a_restart(llama, tmp_path_fact
     assert match is not None and match.source == "disk" and match.tokens == len(long)
     assert_continues_like_cold(gemma, match, request)
     assert pc.lookup(NS_GEMMA, long[:10] + [77, 78]) is None  # a wrapped window: no trimming
-    assert pc.stats().skipped == {"sliding-window": 1}
+    assert pc.stats().skipped == {"untrimmable": 1}
 
     request = conv + [500, 501]
     match = pc.lookup(NS_DRAFT, request)

@@ -166,12 +166,12 @@ def test_sliding_window_is_exact_or_skipped(gemma):
         assert match is not None and match.tokens == len(long)
         assert_continues_like_cold(gemma, match, request)
 
-        before = pc.stats().skipped.get("sliding-window", 0)
+        before = pc.stats().skipped.get("untrimmable", 0)
         edited = long[:15] + rand_tokens(6, seed=31)  # would need the wrapped window trimmed
         match = pc.lookup(NS_GEMMA, edited)
         if match is not None:
             assert_continues_like_cold(gemma, match, edited)
-        assert pc.stats().skipped["sliding-window"] == before + 1
+        assert pc.stats().skipped["untrimmable"] == before + 1
 
     # a wrapped entry does not replace its (still trimmable) prefixes
     assert pc.lookup(NS_GEMMA, short[:3] + [777, 778]) is not None
@@ -246,12 +246,24 @@ def test_draft_cache_of_another_length(llama, draft_llama):
     assert pc.stats().skipped["draft-mismatch"] == 1
 
 
-def test_unsupported_and_mismatched_caches(llama):
+def test_recurrent_state_serves_only_prompts_it_is_a_whole_prefix_of(llama):
     pc = PromptCache(disk_dir=None)
     arrays = ArraysCache(1)
-    arrays[0] = mx.zeros((1, 4))
+    arrays[0] = mx.arange(4, dtype=mx.float32).reshape(1, 4)
     pc.publish(NS, [1, 2, 3], [arrays])
-    assert pc.stats().skipped == {"unsupported-cache": 1} and pc.stats().ram_entries == 0
+    assert pc.stats().ram_entries == 1
+    match = pc.lookup(NS, [1, 2, 3, 4])  # a whole prefix: restored as it was
+    assert match is not None and match.tokens == 3
+    assert match.target[0][0].tolist() == [[0.0, 1.0, 2.0, 3.0]]
+    assert pc.lookup(NS, [1, 2, 9, 4]) is None  # would need trimming: never
+    assert pc.stats().skipped["untrimmable"] == 1  # counted as an untrimmable entry
+    unsupported = ArraysCache(1)  # state of an unknown length (never fed)
+    pc.publish(NS, [5, 6], [unsupported])
+    assert pc.stats().skipped == {"untrimmable": 1, "empty-cache": 1}
+
+
+def test_unsupported_and_mismatched_caches(llama):
+    pc = PromptCache(disk_dir=None)
 
     tokens = rand_tokens(8, seed=50)
     with pytest.raises(ValueError):

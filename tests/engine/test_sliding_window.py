@@ -6,6 +6,7 @@ rows join late; every row equals mlx_lm.generate alone."""
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 
@@ -131,3 +132,30 @@ def test_a_model_that_cannot_batch_runs_one_row_at_a_time_exactly(tmp_path):
     assert "one request at a time" in info.batching_note
     assert all(isinstance(o, FinishedEvent) for o in outs)
     assert [o.token_ids for o in outs] == expected
+
+
+def test_a_turn_that_ended_with_eos_past_the_window_serves_the_next_turn(tmp_path):
+    """A wrapped sliding window cannot give back the EOS it was fed, so the turn is stored with
+    it: the next turn's prompt (reply, end of turn, new message) finds it."""
+    from tests.engine.engine_harness import with_engine
+
+    plain = make_tiny_gemma3_dir(tmp_path / "plain", sliding_window=WINDOW)
+    prompt = make_prompt(70, 3 * WINDOW)
+    reply = reference_tokens(plain, [prompt], max_tokens=12)[0]
+    eos = reply[6]  # a model whose end-of-sequence token it reaches inside the window's wrap
+    model = make_tiny_gemma3_dir(tmp_path / "eos", sliding_window=WINDOW, eos_token_id=eos)
+    generation = model / "generation_config.json"  # mlx-lm reads the EOS from here first
+    generation.write_text(json.dumps({**json.loads(generation.read_text()), "eos_token_id": eos}))
+    first_ref = reference_tokens(model, [prompt], max_tokens=12)[0]
+    assert first_ref == reply[: reply.index(eos)]
+
+    async def body(eng):
+        first = await eng.generate(GenerationRequest(prompt_tokens=prompt, max_tokens=12))
+        follow = prompt + first.token_ids + [eos] + make_prompt(71, 4)
+        second = await eng.generate(GenerationRequest(prompt_tokens=follow, max_tokens=8))
+        return first, follow, second, eng.stats().cache
+
+    first, follow, second, cache = with_engine(model, body)
+    assert first.token_ids == first_ref
+    assert second.token_ids == reference_tokens(model, [follow], max_tokens=8)[0]
+    assert second.stats.cached_tokens == len(prompt) + len(first_ref) + 1
