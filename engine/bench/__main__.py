@@ -9,6 +9,7 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import platform
 import statistics
 import sys
@@ -312,5 +313,15 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if all(r["lossless"] is not False for r in report["results"]) else 1
 
 
+def exit_now(code: int) -> None:
+    """Leave without the interpreter's teardown: MLX used from the engine's own thread can abort
+    in its static destructors at exit on CUDA ("terminate called without an active exception",
+    exit code 134, after the results were written; mlx issue #3126). Everything is written and
+    flushed by now, so nothing is lost."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())

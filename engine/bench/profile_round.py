@@ -13,6 +13,7 @@ import mlx.core as mx
 from mlx_lm.models.cache import make_prompt_cache
 
 from engine.cache.batch_rows import merge_row_cache
+from engine.cache.recurrent import set_lengths
 from engine.models import load_model as load_any
 from engine.sampling import greedy_tokens, log_softmax
 from engine.speculative.rollback import rollback_rows
@@ -34,6 +35,9 @@ def main() -> None:
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--context", type=int, default=256)
     p.add_argument("--widths", type=int, nargs="+", default=[1, 3, 5, 9])
+    p.add_argument(
+        "--ragged", action="store_true", help="rows feed different lengths (recurrent layers mask)"
+    )
     args = p.parse_args()
     loaded = load_any(args.model)
     model, B, L = loaded.model, args.batch, args.context
@@ -49,7 +53,7 @@ def main() -> None:
         for r in rows[1:]:
             for mine, theirs in zip(layers, merge_row_cache(r)):
                 mine.extend(theirs)
-        mx.eval([(x.keys, x.values) for x in layers])
+        mx.eval([x.state for x in layers])
         return layers
 
     print(f"{loaded.info.name} on {mx.default_device()}, batch {B}, context ~{L}")
@@ -59,7 +63,10 @@ def main() -> None:
         def forward():
             cache = fresh_batch()
             start = time.perf_counter()
+            if args.ragged and w > 1:
+                set_lengths(cache, [w - i % w for i in range(B)])
             logits = model(x, cache=cache)
+            set_lengths(cache, None)
             mx.eval(logits)
             forward.t = time.perf_counter() - start
             return cache, logits
@@ -72,9 +79,7 @@ def main() -> None:
         greedy = timed(lambda: greedy_tokens(logits))
         lse = timed(lambda: mx.eval(mx.argmax(log_softmax(logits), axis=-1)))
         surplus = [(i % w) for i in range(B)]
-        roll = timed(
-            lambda: (rollback_rows(cache, surplus), mx.eval([(c.keys, c.values) for c in cache])), 3
-        )
+        roll = timed(lambda: (rollback_rows(cache, surplus), mx.eval([c.state for c in cache])), 3)
         print(
             f"width {w:>2}: forward {fwd:7.2f} ms  greedy {greedy:6.2f} ms  "
             f"argmax(log_softmax) {lse:6.2f} ms  rollback {roll:6.2f} ms",

@@ -1,5 +1,7 @@
-"""Random-weight llama targets of a set size, for benchmarks on machines without real weights
-(the H200 reaches no model hub). Spec: "random:1b", "random:8b" (bf16) or "random:tiny".
+"""Random-weight targets of a set size, for benchmarks on machines without real weights (the
+H200 reaches no model hub). Spec: "random:1b", "random:8b", "random:tiny" (llama), or
+"random:hybrid-1b", "random:hybrid-tiny" (Qwen3.5-shaped: gated-delta linear attention with a
+full attention layer every fourth, the same sizes as the llama of that name).
 
 The tokenizer is the default model's (SmolLM2's 49152-token BPE), from TANDEM_TOKENIZER_DIR or
 the converted default model, so the engine runs exactly as with a real model.
@@ -43,6 +45,14 @@ PRESETS: dict[str, dict[str, int]] = {
     ),
 }
 VOCAB_SIZE = 49152
+HYBRID_PREFIX = "hybrid-"
+# Qwen3.5's linear attention, scaled to the preset: value heads of 128, key heads of 128
+HYBRID_EXTRA: dict[str, dict[str, int]] = {
+    "tiny": dict(linear_num_value_heads=4, linear_num_key_heads=2, linear_key_head_dim=16,
+                 linear_value_head_dim=16, head_dim=16, num_hidden_layers=4),
+    "1b": dict(linear_num_value_heads=16, linear_num_key_heads=8, linear_key_head_dim=128,
+               linear_value_head_dim=128, head_dim=64),
+}  # fmt: skip
 
 
 def is_random_spec(spec: str | None) -> bool:
@@ -60,26 +70,33 @@ def tokenizer_dir() -> Path:
 
 def load_random(spec: str, *, seed: int = 0) -> Any:
     """A LoadedModel with random weights of the preset's shape."""
-    from mlx_lm.models import llama
     from mlx_lm.tokenizer_utils import load as load_tokenizer
 
+    from engine.cache.mlx_lm_private import model_classes
     from engine.models import LoadedModel
 
     preset = spec[len(RANDOM_PREFIX) :]
-    if preset not in PRESETS:
-        raise ValueError(f"unknown random model {preset!r}; choose from {sorted(PRESETS)}")
+    size = preset.removeprefix(HYBRID_PREFIX)
+    hybrid = preset != size
+    if size not in PRESETS or (hybrid and size not in HYBRID_EXTRA):
+        names = sorted(PRESETS) + [HYBRID_PREFIX + s for s in sorted(HYBRID_EXTRA)]
+        raise ValueError(f"unknown random model {preset!r}; choose from {names}")
     dtype = mx.float32 if str(mx.default_device()).startswith("Device(cpu") else mx.bfloat16
-    args = llama.ModelArgs(
-        model_type="llama",
+    config: dict[str, Any] = dict(
+        model_type="qwen3_5" if hybrid else "llama",
         vocab_size=VOCAB_SIZE,
         rms_norm_eps=1e-5,
         tie_word_embeddings=False,
         max_position_embeddings=8192,
         rope_theta=500000.0,
-        **PRESETS[preset],
+        **PRESETS[size],
     )
+    if hybrid:
+        config.update(HYBRID_EXTRA[size], full_attention_interval=4)
+    model_class, args_class = model_classes(config)
+    args = args_class.from_dict(config)
     mx.random.seed(seed)
-    model = llama.Model(args)
+    model = model_class(args)
     # small weights keep bf16 activations finite through many random layers
     model.update(nn.utils.tree_map(lambda p: (p * 0.02).astype(dtype), model.parameters()))
     mx.eval(model.parameters())
@@ -89,16 +106,16 @@ def load_random(spec: str, *, seed: int = 0) -> Any:
     info = ModelInfo(
         name=f"random-{preset} ({n_params / 1e9:.2f}B, {dtype})",
         path=str(folder),
-        architecture="llama",
+        architecture=config["model_type"],
         parameters=n_params,
         bytes=n_params * dtype.size,
         vocab_size=VOCAB_SIZE,
-        context_length=args.max_position_embeddings,
+        context_length=config["max_position_embeddings"],
         dtype=str(dtype),
     )
     # the prompt cache's namespace: these weights are the preset's shapes, the seed and the dtype
     weights_id = json.dumps(
-        {"random": preset, "args": vars(args), "seed": seed, "dtype": str(dtype)},
+        {"random": preset, "args": config, "seed": seed, "dtype": str(dtype)},
         sort_keys=True,
         default=str,
     )
@@ -107,6 +124,6 @@ def load_random(spec: str, *, seed: int = 0) -> Any:
         tokenizer=tokenizer,
         path=folder,
         info=info,
-        config=vars(args),
+        config=config,
         weights_id=weights_id,
     )
