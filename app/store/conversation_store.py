@@ -65,6 +65,11 @@ class Store:
         self._db.execute("PRAGMA foreign_keys=ON")
 
     def close(self) -> None:
+        """Fold the write-ahead log into the database file, then close."""
+        try:
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        except sqlite3.Error:  # another instance may hold it; the log is kept then
+            pass
         self._db.close()
 
     @property
