@@ -258,6 +258,7 @@ class ModelInfo:
     dtype: str
     sliding_window: int | None = None
     batching_note: str | None = None  # why this model runs one request at a time, if it does
+    speculation_note: str | None = None  # why this model cannot speculate, if it cannot
 
 
 @dataclass

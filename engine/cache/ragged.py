@@ -198,13 +198,14 @@ def _padding_map(left_padding: mx.array, length: int) -> mx.array:
 def as_ragged(layers: list) -> list:
     """Batch caches with per-row holes where mlx-lm's plain BatchKVCache is used, and sliding
     windows whose masks match their keys (engine/cache/rotating.py)."""
+    from engine.cache.cache_list import map_leaves
     from engine.cache.rotating import OrderedBatchRotatingKVCache
 
-    out = []
-    for c in layers:
+    def convert(c):
         if type(c) is BatchKVCache:
-            c = RaggedBatchKVCache.from_batch(c)
-        elif type(c) is BatchRotatingKVCache:
-            c = OrderedBatchRotatingKVCache.from_batch(c)
-        out.append(c)
-    return out
+            return RaggedBatchKVCache.from_batch(c)
+        if type(c) is BatchRotatingKVCache:
+            return OrderedBatchRotatingKVCache.from_batch(c)
+        return c
+
+    return map_leaves(layers, convert)

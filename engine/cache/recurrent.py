@@ -17,19 +17,21 @@ from typing import Any
 import mlx.core as mx
 from mlx_lm.models.cache import ArraysCache
 
+from engine.cache.cache_list import leaves
+
 
 def is_recurrent(layer: Any) -> bool:
     return isinstance(layer, ArraysCache)
 
 
 def has_recurrent(layers: list[Any] | None) -> bool:
-    return bool(layers) and any(is_recurrent(c) for c in layers)
+    return any(is_recurrent(c) for c in leaves(layers))
 
 
 def set_lengths(layers: list[Any], lengths: list[int] | None) -> None:
     """Before a forward over [B, width]: row i feeds only its first lengths[i] tokens to the
     recurrent layers (None: every row feeds the whole width)."""
-    for layer in layers:
+    for layer in leaves(layers):
         if is_recurrent(layer):
             layer.lengths = mx.array(lengths) if lengths is not None else None
 
@@ -42,7 +44,7 @@ class RecurrentSnapshot:
 
     @classmethod
     def take(cls, layers: list[Any]) -> RecurrentSnapshot:
-        return cls([(c, list(c.cache)) for c in layers if is_recurrent(c)])
+        return cls([(c, list(c.cache)) for c in leaves(layers) if is_recurrent(c)])
 
     def restore_rows(self, rows: list[bool]) -> None:
         """Put rows[i] == True back to the state from before the forward."""

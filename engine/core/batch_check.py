@@ -25,6 +25,21 @@ _PROMPTS = ([5, 6, 7, 8, 9, 10], [11, 12, 13], [14, 15, 16, 17])
 _STEP = ([20, 21, 22], [23, 24, 25], [26, 27, 28])
 
 
+ROLLS_BACK = ("KVCache", "RotatingKVCache", "QuantizedKVCache", "ArraysCache")
+
+
+def speculation_problem(model: Any) -> str | None:
+    """None when every cache the model makes can give back single rows' positions (or, for
+    recurrent state, go back to an earlier state); else which one cannot."""
+    from engine.cache.cache_list import leaves
+
+    kinds = {type(c).__name__ for c in leaves(make_prompt_cache(model))}
+    other = sorted(kinds - set(ROLLS_BACK))
+    if other:
+        return f"its {', '.join(other)} cache cannot give back rejected draft tokens row by row"
+    return None
+
+
 def batching_problem(model: Any) -> str | None:
     """None when batched rows give what each row gives alone; else what went wrong."""
     try:

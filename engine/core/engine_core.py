@@ -10,7 +10,7 @@ import logging
 from typing import Any
 
 from engine.config import EngineConfig
-from engine.core.batch_check import batching_problem
+from engine.core.batch_check import batching_problem, speculation_problem
 from engine.core.executor import ModelExecutor
 from engine.core.scheduler import Scheduler
 from engine.requests import Event, GenerationRequest
@@ -32,6 +32,12 @@ class EngineCore:
             target.info.batching_note = f"runs one request at a time: {problem}"
             config = dataclasses.replace(config, max_batch=1)
         self.policy = SpeculationPolicy()
+        problem = speculation_problem(target.model)
+        if problem is not None:
+            note = f"{target.info.name} cannot speculate: {problem}"
+            log.warning(note)
+            target.info.speculation_note = note
+            self.policy.refusal = note
         self.scheduler = Scheduler(target, config=config, policy=self.policy)
         self.executor = ModelExecutor(target, config=config, reuse=reuse)
         self.set_drafter(PromptLookupDrafter())

@@ -27,6 +27,7 @@ class SpeculationPolicy:
 
     auto: AutoPolicy = field(default_factory=AutoPolicy)
     drafters: frozenset[str] = frozenset()  # names of the drafters that can run now
+    refusal: str | None = None  # why the model cannot speculate at all, if it cannot
     _acceptance: dict[str, RowAcceptance] = field(default_factory=dict)
 
     @property
@@ -36,7 +37,11 @@ class SpeculationPolicy:
     def check(self, spec: SpeculativeParams) -> None:
         """Refuse (ValueError) a method whose drafter is not there."""
         method = SpecMethod(spec.method)
-        if method in (SpecMethod.OFF, SpecMethod.AUTO):
+        if method == SpecMethod.OFF:
+            return
+        if self.refusal is not None:
+            raise ValueError(f"speculative method {method.value!r} refused: {self.refusal}")
+        if method == SpecMethod.AUTO:
             return
         if method.value not in self.drafters:
             if method == SpecMethod.DRAFT_MODEL:

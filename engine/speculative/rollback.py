@@ -16,6 +16,7 @@ from mlx_lm.models.cache import BatchKVCache, BatchRotatingKVCache, dynamic_roll
 
 from engine.cache import mlx_lm_private as private
 from engine.cache.batch_quantized import BatchQuantizedKVCache
+from engine.cache.cache_list import leaves
 from engine.cache.ragged import RaggedBatchKVCache
 from engine.cache.recurrent import is_recurrent
 
@@ -29,7 +30,7 @@ def rollback_rows(layers: list[Any], surplus: list[int]) -> None:
     smallest = min(surplus)
     shifts = [s - smallest for s in surplus]
     roll = mx.array(shifts)[:, None] if any(shifts) else None
-    for layer in layers:
+    for layer in leaves(layers):
         if is_recurrent(layer):
             continue  # recurrent state goes back whole (engine/cache/recurrent.py)
         if isinstance(layer, RaggedBatchKVCache):

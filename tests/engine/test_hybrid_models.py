@@ -68,3 +68,39 @@ def test_hybrid_prompt_cache_serves_the_next_turn_and_a_regenerated_reply(qwen3_
     assert again.stats.cached_tokens == len(prompt) - 1  # the prompt's own snapshot
     assert second.token_ids == reference_tokens(qwen3_next, [follow], max_tokens=12)[0]
     assert second.stats.cached_tokens == len(prompt) + len(first.token_ids)
+
+
+def test_a_model_whose_cache_cannot_roll_back_refuses_speculation_by_name(qwen3_next):
+    """A cache kind the engine cannot roll back per row: speculating requests are refused at
+    once, naming the model and the method; plain ones run."""
+    import asyncio
+
+    from engine.api import Engine, EngineConfig
+    from engine.core import batch_check
+    from engine.requests import GenerationRequest
+
+    async def main():
+        eng = Engine(EngineConfig(model=str(qwen3_next), prompt_cache=False, log_blas=False))
+        eng.start()
+        info = await eng.wait_ready()
+        try:
+            lookup = SpeculativeParams(method=SpecMethod.PROMPT_LOOKUP)
+            with pytest.raises(RuntimeError) as refused:
+                await eng.generate(
+                    GenerationRequest(prompt_tokens=[5, 6, 7], max_tokens=4, speculative=lookup)
+                )
+            plain = await eng.generate(GenerationRequest(prompt_tokens=[5, 6, 7], max_tokens=4))
+            return info, str(refused.value), plain
+        finally:
+            await eng.stop()
+
+    original = batch_check.ROLLS_BACK
+    batch_check.ROLLS_BACK = ("KVCache",)  # pretend ArraysCache could not go back
+    try:
+        info, message, plain = asyncio.run(main())
+    finally:
+        batch_check.ROLLS_BACK = original
+    assert "cannot speculate" in info.speculation_note and "ArraysCache" in info.speculation_note
+    assert message.startswith("speculative method 'lookup' refused:")
+    assert qwen3_next.name in message
+    assert len(plain.token_ids) == 4
