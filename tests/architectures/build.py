@@ -28,6 +28,7 @@ from tests.architectures.tokenizer import TINY_VOCAB, tiny_tokenizer_dir
 DEFAULT_SEED = 0
 DEFAULT_GROUP_SIZE = 32
 WINDOW = 8  # sliding windows wrap within every test prompt
+DEFAULT_GAIN = 4.0  # on weight matrices, so random replies vary (see `liven`)
 
 # Small values for the size fields mlx-lm's model arguments share (under their several names).
 SHARED: dict[str, Any] = {
@@ -102,8 +103,29 @@ def build_model(arch: Any, *, seed: int = DEFAULT_SEED) -> tuple[Any, dict[str, 
     model_class, model_args = _get_classes(config)
     mx.random.seed(seed)
     model = model_class(model_args.from_dict(config))
+    liven(model)
     mx.eval(model.parameters())
     return model, config
+
+
+def liven(model: Any, *, gain: float = DEFAULT_GAIN) -> None:
+    """Make a random model's replies vary. At mlx-lm's initial scale the embedding dominates
+    the residual stream and many architectures repeat one token forever (a reply that cannot
+    show a misplaced position); weight matrices `gain` times larger let the layers steer. Weight
+    matrices mlx-lm initialises to zeros (talkie's lm_head) get random values."""
+    import mlx.nn as nn
+    from mlx.utils import tree_flatten, tree_unflatten
+
+    embeddings = {f"{n}.weight" for n, m in model.named_modules() if isinstance(m, nn.Embedding)}
+    changed = []
+    for key, w in tree_flatten(model.parameters()):
+        if key in embeddings or w.ndim < 2 or not mx.issubdtype(w.dtype, mx.floating):
+            continue
+        if not mx.any(w).item():
+            changed.append((key, mx.random.normal(w.shape) * gain * w.shape[-1] ** -0.5))
+        elif key.endswith("weight"):
+            changed.append((key, w * gain))
+    model.update(tree_unflatten(changed))
 
 
 def save_folder(
