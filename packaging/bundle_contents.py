@@ -31,8 +31,9 @@ DYNAMIC_PACKAGES = ("mlx", "mlx_lm.models", "mlx_lm.chat_templates", "mlx_lm.too
 # transformers' AutoTokenizer/AutoConfig import a model family's modules by name; only these two
 # kinds are needed for tokenizers (the modeling_* files want torch)
 TRANSFORMERS_KINDS = ("tokenization_", "configuration_")
-# installed in a developer's .venv (tests, benchmarks), never used by the app
-EXCLUDES = ["tkinter", "matplotlib", "pytest", "_pytest", "IPython", "torch", "pyelftools"]
+# installed in a developer's .venv (tests, benchmarks: matplotlib brings Pillow, which
+# transformers' image code would pull in), never used by the app
+EXCLUDES = ["tkinter", "matplotlib", "PIL", "pytest", "_pytest", "IPython", "torch", "pyelftools"]
 # found by scanning ctypes.CDLL calls, but only probed at run time: transformers asks for the CUDA
 # runtime (and a build machine's copy must never ship)
 UNWANTED_BINARIES = ("libcudart",)

@@ -113,6 +113,8 @@ def main(argv: list[str] | None = None) -> int:
     add.add_argument("--exec", type=Path, help="the program the launcher starts")
     sub.add_parser("uninstall", help="remove them")
     args = parser.parse_args(argv)
+    if sys.platform == "darwin":
+        raise SystemExit("On macOS, drag dist/Tandem.app (make package) into Applications.")
     home = data_home()
     if args.command == "install":
         program = (args.exec or default_exec()).resolve()

@@ -88,6 +88,7 @@ def test_the_bundle_carries_its_native_libraries_plugins_and_the_model():
     assert (INTERNAL / "mlx" / "lib" / "libmlx.so").is_file()
     assert (INTERNAL / "libopenblas.so.0").is_file()  # engine/blas.py loads it in a bundle
     assert not list(INTERNAL.glob("libcudart*"))  # a build machine's CUDA must never ship
+    assert not (INTERNAL / "PIL").exists()  # the .venv's bench extra, not the app
     gguf = INTERNAL / "resources" / "models" / GGUF
     assert backend.sha256(gguf) == backend.GGUF_SHA256
     assert (gguf.parent / "SmolLM2-135M-Instruct.LICENSE").is_file()
