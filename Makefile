@@ -56,7 +56,7 @@ $(PACKAGE_STAMP): $(STAMP)
 package: $(PACKAGE_STAMP)
 	@rm -rf dist/tandem dist/Tandem.app
 	@start=$$(date +%s); \
-	$(PY) -m PyInstaller --noconfirm --clean --log-level WARN --distpath dist \
+	TRANSFORMERS_VERBOSITY=error $(PY) -m PyInstaller --noconfirm --clean --log-level WARN --distpath dist \
 		--workpath build/pyinstaller packaging/tandem.spec || exit 1; \
 	bundle=dist/tandem; program=dist/tandem/tandem; \
 	if [ -d dist/Tandem.app ]; then bundle=dist/Tandem.app; program=dist/Tandem.app; fi; \
