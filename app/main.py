@@ -26,6 +26,9 @@ MODEL_KEY = "model"
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="tandem", description="Chat with local MLX models.")
     parser.add_argument(
+        "--version", action=VersionAction, help="print the version and what it runs on, then quit"
+    )
+    parser.add_argument(
         "--model", help="a model folder or Hugging Face repo id (default: last used)"
     )
     parser.add_argument("--data-dir", help=f"where conversations are kept (or ${DATA_DIR_ENV})")
@@ -42,6 +45,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="write the model's name to PATH once the window is up and the model loaded",
     )
     return parser.parse_args(argv)
+
+
+class VersionAction(argparse.Action):
+    """--version: computed only when asked (it reads package metadata and imports Qt's core)."""
+
+    def __init__(self, option_strings, dest, **kwargs) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        from app.version import version_report
+
+        print(version_report(), flush=True)
+        parser.exit()
 
 
 def write_ready_file(path: Path, model_name: str) -> None:

@@ -21,6 +21,7 @@ DEFAULT_OPENBLAS_PATHS = (
     "/usr/lib64/libopenblas.so.0",
     "/usr/lib/libopenblas.so.0",
 )
+BUNDLED_OPENBLAS = "libopenblas.so.0"
 
 
 @dataclass
@@ -53,7 +54,7 @@ def _load_openblas() -> BlasInfo:
     preload = os.environ.get("LD_PRELOAD", "")
     if "libopenblas" in preload:
         return BlasInfo("OpenBLAS", preload, "LD_PRELOAD")
-    for path in DEFAULT_OPENBLAS_PATHS:
+    for path in _openblas_paths():
         if os.path.exists(path):
             try:
                 ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
@@ -65,6 +66,14 @@ def _load_openblas() -> BlasInfo:
         None,
         "OpenBLAS not found; install Debian's libopenblas0-pthread (make setup does)",
     )
+
+
+def _openblas_paths() -> list[str]:
+    """The copy inside a PyInstaller bundle (packaging/bundle_contents.py) first, then the system's."""
+    bundled = (
+        [os.path.join(sys._MEIPASS, BUNDLED_OPENBLAS)] if getattr(sys, "frozen", False) else []
+    )
+    return bundled + list(DEFAULT_OPENBLAS_PATHS)
 
 
 def info() -> BlasInfo:

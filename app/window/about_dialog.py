@@ -5,17 +5,14 @@ from __future__ import annotations
 
 import platform
 from dataclasses import dataclass
-from importlib import metadata
 
 import PySide6
 from PySide6.QtCore import Qt, qVersion
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QFormLayout, QLabel, QVBoxLayout, QWidget
 
 from app.theme import app_icon
+from app.version import app_version, package_version
 from engine.requests import EngineStats
-
-APP_DISTRIBUTION = "tandem"
-UNKNOWN = "not installed"
 
 
 @dataclass(frozen=True)
@@ -30,19 +27,12 @@ class AboutInfo:
     device: str
 
 
-def package_version(name: str) -> str:
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return UNKNOWN
-
-
 def about_info(stats: EngineStats) -> AboutInfo:
     device = stats.device or "not reported yet (the engine is starting)"
     if stats.blas:
         device += f" · {stats.blas}"
     return AboutInfo(
-        version=package_version(APP_DISTRIBUTION),
+        version=app_version(),
         mlx=package_version("mlx"),
         mlx_lm=package_version("mlx-lm"),
         qt=f"{qVersion()} (PySide6 {PySide6.__version__})",

@@ -113,6 +113,24 @@ def _make_lint(words, tmp_path):
     _make(words)
 
 
+def _make_package(words, tmp_path):
+    # -n: the recipe only; .ci/run builds the bundle for real and tests/packaging/ runs it
+    stamps = ["-o", STAMP, "-o", ".venv/.package-setup-done"]
+    result = _run(["make", "-n", *stamps, *words[1:]])
+    assert "packaging/tandem.spec" in result.stdout and "--distpath dist" in result.stdout
+
+
+def _make_desktop(words, tmp_path):
+    """install-desktop / uninstall-desktop for real, in a temporary HOME."""
+    home = tmp_path / "home"
+    result = _run(["make", "-o", STAMP, *words[1:]], HOME=str(home), XDG_DATA_HOME="")
+    entry = home / ".local/share/applications/tandem.desktop"
+    if words[1] == "install-desktop":
+        assert entry.is_file() and str(entry) in result.stdout
+    else:
+        assert not entry.exists()
+
+
 def _python_app(words, tmp_path):
     result = _python(words, "--data-dir", str(tmp_path / "data"), "--quit-when-ready")
     if "--help" in words:
@@ -150,6 +168,9 @@ HOW: dict[str, Callable[[list[str], Path], None]] = {
     "make test": _make_test,
     "make bench": _make_bench,
     "make lint": _make_lint,
+    "make package": _make_package,
+    "make install-desktop": _make_desktop,
+    "make uninstall-desktop": _make_desktop,
     "python -m app": _python_app,
     "python -m engine.bench": _python_bench,
     "python -m engine.bench.layer_draft": _python_layer_draft,
