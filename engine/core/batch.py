@@ -53,6 +53,7 @@ class DecodeBatch:
         self.recurrent = False
         self.replay: list[list[int]] = []
         self._verify: Verify | None = None
+        self.unbatched = False  # the one row decodes on its own (unmergeable) cache
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -63,7 +64,14 @@ class DecodeBatch:
     # -- membership ------------------------------------------------------------------------------
 
     def add(self, state: RequestState, row_cache: list[Any], last_prompt_token: int) -> None:
-        batch_cache = merge_row_cache(row_cache)
+        try:
+            batch_cache = merge_row_cache(row_cache)
+        except Exception:
+            if self.rows:
+                raise
+            # caches mlx-lm cannot batch (ChunkedKVCache, a model's own kind): such a model
+            # runs one row at a time (engine/core/batch_check.py), on the row's own cache
+            batch_cache, self.unbatched = row_cache, True
         if self.cache is None or not self.rows:
             self.cache = batch_cache
             self.recurrent = has_recurrent(batch_cache)
@@ -84,7 +92,7 @@ class DecodeBatch:
         self.sample_failures = {}
         if not indices:
             self.rows, self.lengths, self.cache, self.inputs = [], [], None, None
-            self.input_is_sampled, self.replay = [], []
+            self.input_is_sampled, self.replay, self.unbatched = [], [], False
             return
         self.rows = [self.rows[i] for i in indices]
         self.replay = [self.replay[i] for i in indices]
@@ -102,6 +110,8 @@ class DecodeBatch:
     def extract(self, state: RequestState) -> list[Any]:
         """Single-row copies of one row's caches (for the prompt cache)."""
         i = self.index(state)
+        if self.unbatched:
+            return list(self.cache)
         return [layer.extract(i) for layer in self.cache]
 
     # -- plain decoding --------------------------------------------------------------------------

@@ -78,8 +78,13 @@ def _single_row(batch: DecodeBatch, i: int) -> list[Any] | None:
 
 
 def _trim_to(cache: list[Any], length: int) -> bool:
+    """Trim every layer back to `length` positions; False when a layer cannot be (recurrent
+    state, whose earlier value the failed forward has replaced)."""
     for layer in cache:
-        surplus = layer.offset - length
+        offset = getattr(layer, "offset", None)
+        if not isinstance(offset, int):
+            return False
+        surplus = offset - length
         if surplus < 0:
             return False
         if surplus and not (layer.is_trimmable() and layer.trim(surplus) == surplus):

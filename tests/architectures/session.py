@@ -121,7 +121,7 @@ class ModelSession:
             config = EngineConfig(
                 model=str(self.folder),
                 prefill_chunk=PREFILL_CHUNK,
-                cache_disk_bytes=0,  # the prompt cache in RAM only
+                prompt_cache_disk_bytes=0,  # the prompt cache in RAM only
                 log_blas=False,
                 extra_drafters=self.synthetic.entry(),
             )
