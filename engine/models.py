@@ -216,19 +216,37 @@ def _has_tokenizer(path: Path) -> bool:
 # ---------------------------------------------------------------------------- loading
 
 
-def load_model(
+@dataclass
+class OpenedModel:
+    """A model built with lazy weights (nothing read but the weight files' headers): what
+    `finish` needs once its weights are evaluated and its tokenizer is loaded."""
+
+    model: nn.Module
+    name: str
+    tokenizer_dir: Path
+    eos_token_ids: Any
+    finish: Callable[[nn.Module, Any], LoadedModel]  # (model, tokenizer) -> LoadedModel
+
+    @property
+    def weights(self) -> list[mx.array]:
+        from mlx.utils import tree_flatten
+
+        return [v for _, v in tree_flatten(self.model.parameters())]
+
+
+def open_model(
     spec: str | None,
     *,
     progress: Progress | None = None,
     dtype: str | None = None,
     quantize_bits: int | None = None,
-) -> LoadedModel:
-    """Resolve, check and load a model with mlx-lm (quantized folders included); a "random:"
-    spec gives a random-weight benchmark model (engine/bench, imported only then)."""
+) -> OpenedModel:
+    """Resolve and check a model and build it with lazy weights (mlx-lm's `lazy=True`): fast,
+    and no weight memory yet. A "random:" spec gives a random-weight benchmark model."""
     if spec is not None and spec.startswith(RANDOM_SPEC_PREFIX):
-        from engine.bench.random_model import load_random
+        from engine.bench.random_model import open_random
 
-        return load_random(spec)
+        return open_random(spec)
     report = progress or (lambda message, fraction: None)
     is_default = is_default_spec(spec)
 
@@ -241,22 +259,62 @@ def load_model(
         dtype=dtype,
         quantize_bits=quantize_bits,
     )
-    report("Loading model", DEFAULT_LOAD_SHARE)
-    from mlx_lm.utils import load as mlx_load
+    from mlx_lm.utils import load_model as mlx_load_model
 
     try:
-        model, tokenizer, config = mlx_load(str(path), return_config=True)
-    except Exception as exc:  # mlx-lm and transformers raise many kinds; the user needs one
+        model, config = mlx_load_model(path, lazy=True)
+    except Exception as exc:  # mlx-lm raises many kinds; the user needs one
         raise ModelLoadError(f"Could not load {spec or DEFAULT_SPEC} ({path}): {exc}") from exc
-    if is_default:
-        name = default_model.DEFAULT_MODEL_NAME
-    elif path.parent.name == "snapshots" and not Path(spec).expanduser().exists():
-        name = spec.strip()
-    else:
-        name = path.name
-    info = model_info(model, tokenizer, config, name=name, path=path)
+    name = model_name(spec, path)
+
+    def finish(model: nn.Module, tokenizer: Any) -> LoadedModel:
+        info = model_info(model, tokenizer, config, name=name, path=path)
+        return LoadedModel(model=model, tokenizer=tokenizer, path=path, info=info, config=config)
+
+    return OpenedModel(model, name, path, config.get("eos_token_id"), finish)
+
+
+def load_tokenizer(opened: OpenedModel) -> Any:
+    """The model's tokenizer (no MLX: may run on any thread)."""
+    from mlx_lm.utils import load_tokenizer as mlx_load_tokenizer
+
+    try:
+        return mlx_load_tokenizer(opened.tokenizer_dir, eos_token_ids=opened.eos_token_ids)
+    except Exception as exc:  # transformers raises many kinds; the user needs one
+        raise ModelLoadError(
+            f"Could not load the tokenizer of {opened.name} ({opened.tokenizer_dir}): {exc}"
+        ) from exc
+
+
+def load_model(
+    spec: str | None,
+    *,
+    progress: Progress | None = None,
+    dtype: str | None = None,
+    quantize_bits: int | None = None,
+) -> LoadedModel:
+    """Resolve, check and load a model with mlx-lm (quantized folders included), all at once;
+    the engine loads in slices instead (engine/hosting/model_loader.py)."""
+    report = progress or (lambda message, fraction: None)
+    opened = open_model(spec, progress=progress, dtype=dtype, quantize_bits=quantize_bits)
+    report("Loading model", DEFAULT_LOAD_SHARE)
+    try:
+        mx.eval(opened.weights)
+    except Exception as exc:  # e.g. a truncated weight file
+        raise ModelLoadError(f"Could not load {opened.name}: {exc}") from exc
+    loaded = opened.finish(opened.model, load_tokenizer(opened))
     report("Model ready", 1.0)
-    return LoadedModel(model=model, tokenizer=tokenizer, path=path, info=info, config=config)
+    return loaded
+
+
+def model_name(spec: str | None, path: Path) -> str:
+    """What the user calls a model: the default model's name, a repo id, or the folder's name."""
+    if is_default_spec(spec):
+        return default_model.DEFAULT_MODEL_NAME
+    assert spec is not None
+    if path.parent.name == "snapshots" and not Path(spec).expanduser().exists():
+        return spec.strip()
+    return path.name
 
 
 def model_info(

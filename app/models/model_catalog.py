@@ -9,8 +9,6 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.requests import ModelInfo
-
 log = logging.getLogger(__name__)
 
 DEFAULT_MODEL_LABEL = "SmolLM2-135M-Instruct (built in)"
@@ -98,31 +96,48 @@ def validate_folder(path: str) -> str | None:
     return None
 
 
-def check_draft(target: ModelInfo | None, draft_path: str | None) -> str | None:
-    """Why `draft_path` cannot draft for `target`, or None when it can (or when unknown).
+def check_draft(
+    target_folder: str | None, draft_path: str | None, *, target_vocab: int | None = None
+) -> str | None:
+    """Why `draft_path` cannot draft for the model in `target_folder`, or None when it can (or
+    when that cannot be told from the files).
 
     A first check from the folders' files (vocabulary size, tokenizer vocabulary); the engine
-    checks again when it loads the draft (engine.models.check_draft_compatible)."""
+    checks again when the chat's next reply uses the draft (engine.models.check_draft_compatible).
+    `target_vocab`: the target's vocabulary size when known (else read from its config.json)."""
     if not draft_path:
         return None
     problem = validate_folder(draft_path)
     if problem:
         return problem
     draft = Path(draft_path)
-    if target is None:
+    if not target_folder:
         return None
-    if target.path and Path(target.path).resolve() == draft.resolve():
-        return "the draft model is the loaded model itself"
+    target = Path(target_folder)
+    if target.resolve() == draft.resolve():
+        return "the draft model is this chat's model itself"
     vocab = _vocab_size(draft)
-    if vocab is not None and target.vocab_size and vocab != target.vocab_size:
+    target_vocab = target_vocab or _vocab_size(target)
+    if vocab is not None and target_vocab and vocab != target_vocab:
         return (
-            f"its vocabulary has {vocab} tokens, the loaded model's has {target.vocab_size}: "
+            f"its vocabulary has {vocab} tokens, this chat's model's has {target_vocab}: "
             "a draft model must share the target's tokenizer"
         )
-    mine, theirs = _tokenizer_digest(draft), _tokenizer_digest(Path(target.path or ""))
+    mine, theirs = _tokenizer_digest(draft), _tokenizer_digest(target)
     if mine and theirs and mine != theirs:
-        return "its tokenizer differs from the loaded model's: a draft must share the tokenizer"
+        return "its tokenizer differs from this chat's model's: a draft must share the tokenizer"
     return None
+
+
+def model_folder(spec: str | None, entries: list[ModelEntry]) -> str | None:
+    """The folder a chat's model setting names (a listed repo id's snapshot, or the folder
+    itself); None for the default model or when unknown."""
+    if spec is None:
+        return None
+    for entry in entries:
+        if entry.path == spec and entry.location:
+            return entry.location
+    return spec if Path(spec).expanduser().is_dir() else None
 
 
 def _scan(folder: Path) -> ModelEntry | None:

@@ -42,6 +42,7 @@ class RequestState:
     unstreamed: int = 0  # tokens at the end of `generated` not yet turned into text
     ends_with: FinishReason | None = None  # EOS or max tokens reached; text not yet streamed
     recent: RecentAcceptance = field(default_factory=RecentAcceptance)
+    draft: str | None = None  # the drafter name of its draft model ("draft" and "auto"), if any
 
     @property
     def request_id(self) -> str:
