@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Awaitable
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
+from app.models.model_catalog import BUILT_IN_SPEC
 from engine.api import Engine, EngineConfig
 from engine.requests import (
     EngineErrorEvent,
@@ -178,6 +179,8 @@ class EngineBridge(QObject):
             return held.name
         if spec is None:
             return "the default model"
+        if spec == BUILT_IN_SPEC:
+            return "the built-in model"
         text = spec.rstrip("/\\").replace("\\", "/")
         return (
             text

@@ -25,7 +25,9 @@ from typing import Any
 
 from engine.config import EngineConfig
 from engine.hosting.model_pool import ModelBusy, ModelTooLarge
-from engine.models import ModelLoadError
+from engine.model_listing import ModelEntry as LocalModel
+from engine.model_listing import list_local_models
+from engine.models import ModelLoadError, validate_model_dir
 from engine.requests import (
     EngineErrorEvent,
     EngineEvent,
@@ -46,9 +48,12 @@ __all__ = [
     "EngineConfig",
     "EngineDied",
     "EngineNotStarted",
+    "LocalModel",
     "ModelBusy",
     "ModelLoadError",
     "ModelTooLarge",
+    "list_local_models",
+    "validate_model_dir",
 ]
 
 DEFAULT_STOP_TIMEOUT_S = 30.0

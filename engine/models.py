@@ -10,7 +10,7 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,15 +49,6 @@ class LoadedModel:
     weights_id: str | None = None  # what the weights are when no file holds them (random models)
 
 
-@dataclass
-class ModelEntry:
-    name: str
-    path: Path
-    size_bytes: int
-    source: str  # "default", "hf-cache" or "folder"
-    spec: str  # what to pass to load_model / resolve_model
-
-
 # ---------------------------------------------------------------------------- resolving
 
 
@@ -73,7 +64,7 @@ def hf_cache_dir() -> Path:
     return base / "huggingface" / "hub"
 
 
-def _hf_snapshot(repo_id: str, cache: Path) -> Path | None:
+def hf_snapshot(repo_id: str, cache: Path) -> Path | None:
     """The snapshot folder of a cached repo (refs/main first, else the newest), or None."""
     repo_dir = cache / ("models--" + repo_id.replace("/", "--"))
     snapshots = repo_dir / "snapshots"
@@ -129,7 +120,7 @@ def resolve_model(
     looks_like_path = text.startswith((".", "/", "~", "\\")) or os.sep in text.replace("/", "", 1)
     if not looks_like_path and _REPO_ID.match(text):
         cache = hf_cache_dir()
-        snap = _hf_snapshot(text, cache)
+        snap = hf_snapshot(text, cache)
         if snap is None:
             raise ModelLoadError(
                 f"{text} is not downloaded: it is neither a local folder nor in the Hugging Face "
@@ -377,67 +368,3 @@ def check_draft_compatible(target: LoadedModel, draft: LoadedModel) -> None:
         )
     if vocab_fingerprint(target.tokenizer) != vocab_fingerprint(draft.tokenizer):
         raise ModelLoadError(f"The {names} have different tokenizers (token ids differ)")
-
-
-# ---------------------------------------------------------------------------- listing
-
-
-def _folder_size(path: Path) -> int:
-    total = 0
-    for p in path.rglob("*"):
-        try:
-            if p.is_file():
-                total += p.stat().st_size  # follows the HF cache's symlinks to blobs
-        except OSError:
-            pass
-    return total
-
-
-def _is_model_dir(path: Path) -> bool:
-    try:
-        validate_model_dir(path)
-    except ModelLoadError:
-        return False
-    return True
-
-
-def list_local_models(extra_dirs: Iterable[Path] = ()) -> list[ModelEntry]:
-    """The default model, loadable repos in the HF cache, and the given folders (each a model
-    folder or a folder of model folders). Never downloads or converts anything."""
-    entries: list[ModelEntry] = []
-    try:
-        gguf = default_model.default_gguf_path()
-    except default_model.DefaultModelError:
-        gguf = None
-    if gguf is not None:
-        folder = default_model.default_model_dir()
-        done = default_model.is_complete(folder, gguf)
-        entries.append(
-            ModelEntry(
-                name=default_model.DEFAULT_MODEL_NAME,
-                path=folder,
-                size_bytes=_folder_size(folder) if done else gguf.stat().st_size,
-                source="default",
-                spec=DEFAULT_SPEC,
-            )
-        )
-
-    cache = hf_cache_dir()
-    if cache.is_dir():
-        for repo_dir in sorted(cache.glob("models--*")):
-            repo_id = repo_dir.name.removeprefix("models--").replace("--", "/", 1)
-            snap = _hf_snapshot(repo_id, cache)
-            if snap is not None and _is_model_dir(snap):
-                entries.append(ModelEntry(repo_id, snap, _folder_size(snap), "hf-cache", repo_id))
-
-    seen = {e.path.resolve() for e in entries}
-    for extra in extra_dirs:
-        extra = Path(extra).expanduser()
-        if not extra.is_dir():
-            continue
-        candidates = [extra] if (extra / "config.json").is_file() else sorted(extra.iterdir())
-        for cand in candidates:
-            if cand.is_dir() and cand.resolve() not in seen and _is_model_dir(cand):
-                seen.add(cand.resolve())
-                entries.append(ModelEntry(cand.name, cand, _folder_size(cand), "folder", str(cand)))
-    return entries

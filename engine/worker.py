@@ -20,13 +20,13 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from engine import blas
+from engine import worker_commands as commands
 from engine.config import EngineConfig
 from engine.hosting.fair_share import FairShare
-from engine.hosting.model_loader import DEFAULT_SLICE_S
+from engine.hosting.model_loader import slice_seconds
 from engine.hosting.request_router import RequestRouter
 from engine.requests import (
     EngineEvent,
@@ -41,67 +41,9 @@ log = logging.getLogger(__name__)
 
 DEFAULT_IDLE_WAIT_S = 0.5
 DEFAULT_STATS_PUBLISH_S = 0.1
+STEP_TIME_WEIGHT = 0.2  # of the newest step in the running mean of step times
 
-Done = Callable[[Any, BaseException | None], None]
-
-
-@dataclass
-class _Submit:
-    request: GenerationRequest
-
-
-@dataclass
-class _Cancel:
-    request_id: str
-
-
-@dataclass
-class _Load:
-    model: str | None
-    done: Done
-    pin: bool = False
-    configured: bool = False  # the engine's configured model: its status, its core made now
-    configured_draft: bool = False  # check that it can draft for the configured model
-
-
-@dataclass
-class _SetDefault:
-    model: str | None
-    done: Done
-
-
-@dataclass
-class _Unload:
-    model: str | None
-    done: Done
-
-
-@dataclass
-class _Pin:
-    model: str | None
-    pinned: bool
-    done: Done
-
-
-@dataclass
-class _CountTokens:
-    messages: list[dict[str, str]]
-    continue_reply: bool
-    model: str | None
-    done: Done
-
-
-@dataclass
-class _Stop:
-    pass
-
-
-@dataclass
-class _Call:
-    """Run a function on the MLX thread (tests, tools); its result goes to `done`."""
-
-    fn: Callable[[], Any]
-    done: Done
+Done = commands.Done
 
 
 class EngineWorker(threading.Thread):
@@ -130,6 +72,7 @@ class EngineWorker(threading.Thread):
         self.counts = None  # engine.hosting.tokenizer_counts.TokenizerCounts
         self._board = None  # engine.hosting.stats_board.StatsBoard
         self._last_publish = 0.0
+        self._step_s = 0.0  # a running mean of the steps' wall time (how long loads may slice)
 
     # -- called from other threads -------------------------------------------------------------
 
@@ -137,33 +80,33 @@ class EngineWorker(threading.Thread):
         self._commands.put(command)
 
     def load(self, model: str | None, done: Done, **options: bool) -> None:
-        self.post(_Load(model, done, **options))
+        self.post(commands.Load(model, done, **options))
 
     def set_default(self, model: str | None, done: Done) -> None:
-        self.post(_SetDefault(model, done))
+        self.post(commands.SetDefault(model, done))
 
     def unload(self, model: str | None, done: Done) -> None:
-        self.post(_Unload(model, done))
+        self.post(commands.Unload(model, done))
 
     def pin(self, model: str | None, pinned: bool, done: Done) -> None:
-        self.post(_Pin(model, pinned, done))
+        self.post(commands.Pin(model, pinned, done))
 
     def count_tokens(
         self, messages: list[dict[str, str]], continue_reply: bool, model: str | None, done: Done
     ) -> None:
-        self.post(_CountTokens(messages, continue_reply, model, done))
+        self.post(commands.CountTokens(messages, continue_reply, model, done))
 
     def submit(self, request: GenerationRequest) -> None:
-        self.post(_Submit(request))
+        self.post(commands.Submit(request))
 
     def cancel(self, request_id: str) -> None:
-        self.post(_Cancel(request_id))
+        self.post(commands.Cancel(request_id))
 
     def call(self, fn: Callable[[], Any], done: Done) -> None:
-        self.post(_Call(fn, done))
+        self.post(commands.Call(fn, done))
 
     def stop(self) -> None:
-        self.post(_Stop())
+        self.post(commands.Stop())
 
     def stats(self) -> EngineStats:
         with self._stats_lock:
@@ -258,7 +201,10 @@ class EngineWorker(threading.Thread):
         hosted = self.pool.models[key]
         scheduler = hosted.core.scheduler
         before, rows = scheduler.out.generated_tokens, len(scheduler.running)
+        start = time.perf_counter()
         events = hosted.core.step()
+        took = time.perf_counter() - start
+        self._step_s += STEP_TIME_WEIGHT * (took - self._step_s)  # a recent step's length
         self.fair.charge(key, (scheduler.out.generated_tokens - before) / max(1, rows))
         hosted.touch()
         ended = any(isinstance(e, FinishedEvent | ErrorEvent) for e in events)
@@ -267,30 +213,27 @@ class EngineWorker(threading.Thread):
             self._deliver(events)
 
     def _handle(self, command: object) -> bool:
-        if isinstance(command, _Stop):
+        if isinstance(command, commands.Stop):
             return False
         try:
-            if isinstance(command, _Submit):
+            if isinstance(command, commands.Submit):
                 self.router.submit(command.request)
-            elif isinstance(command, _Cancel):
+            elif isinstance(command, commands.Cancel):
                 self.router.cancel(command.request_id)
-            elif isinstance(command, _Load):
+            elif isinstance(command, commands.Load):
                 self._load(command)
-            elif isinstance(command, _Unload):
+            elif isinstance(command, commands.Unload):
                 self._unload(command)
-            elif isinstance(command, _SetDefault):
-                self.pool.key_of(command.model)  # a folder that is not a model: refused now
-                self.config = dataclasses.replace(self.config, model=command.model)
-                self.router.config = self.config
-                command.done(None, None)
-            elif isinstance(command, _Pin):
-                hosted = self.pool.find(command.model)
+            elif isinstance(command, commands.SetDefault):
+                self._set_default(command)
+            elif isinstance(command, commands.Pin):
+                hosted = self.pool.find(self.router.target_spec(command.model))
                 hosted.pinned = command.pinned
                 self._publish_stats(force=True)  # a caller told it is pinned sees it so
                 command.done(hosted.loaded.info, None)
-            elif isinstance(command, _CountTokens):
+            elif isinstance(command, commands.CountTokens):
                 self._count_tokens(command)
-            elif isinstance(command, _Call):
+            elif isinstance(command, commands.Call):
                 command.done(command.fn(), None)
         except BaseException as exc:  # noqa: BLE001 - handed back to whoever asked
             done = getattr(command, "done", None)
@@ -299,7 +242,7 @@ class EngineWorker(threading.Thread):
             done(None, exc)
         return True
 
-    def _count_tokens(self, command: _CountTokens) -> None:
+    def _count_tokens(self, command: commands.CountTokens) -> None:
         from engine.prompt import apply_chat_template
 
         key = self.pool.key_of(self.router.target_spec(command.model))
@@ -315,8 +258,15 @@ class EngineWorker(threading.Thread):
 
     # -- models --------------------------------------------------------------------------------
 
-    def _load(self, command: _Load) -> None:
-        spec = self.router.target_spec(command.model) if command.configured else command.model
+    def _set_default(self, command: commands.SetDefault) -> None:
+        self.pool.key_of(command.model)  # a folder that is not a model: refused now
+        self.config = dataclasses.replace(self.config, model=command.model)
+        self.router.config = self.config
+        self._publish_stats(force=True)
+        command.done(None, None)
+
+    def _load(self, command: commands.Load) -> None:
+        spec = self.router.target_spec(command.model)
         if command.configured:
             self._set_status("loading")
 
@@ -349,11 +299,12 @@ class EngineWorker(threading.Thread):
             self.pool.install_draft(target, draft)
 
     def _load_slice(self) -> None:
-        key, hosted, error = self.pool.advance(DEFAULT_SLICE_S, self.router.in_use())
+        budget = slice_seconds(self._step_s)
+        key, hosted, error = self.pool.advance(budget, self.router.in_use())
         if key:
             self.router.load_ended(key, hosted is not None, error)
 
-    def _unload(self, command: _Unload) -> None:
+    def _unload(self, command: commands.Unload) -> None:
         key = self.pool.key_of(self.router.target_spec(command.model))
         self.pool.check_unload(key, self.router.in_use())
         info = self.pool.unload(key, "unloaded by hand")

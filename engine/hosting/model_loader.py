@@ -4,9 +4,12 @@ tokenizer loads on a helper thread (no MLX there), and its weights are evaluated
 thread a few tensors at a time, between the other models' steps.
 
 What a load still blocks the MLX thread for: building the lazy model (tens of ms), then one
-slice at a time (DEFAULT_SLICE_S, plus at most one tensor: the largest, the embedding, took
-40-70 ms for the default model on the 2-core CPU). The default model's first-run conversion
-from its GGUF file (seconds, once per machine) runs inside `open` and does block.
+slice at a time between the other models' steps: `slice_seconds` gives it half as long as a
+recent step took (MIN_SLICE_S to MAX_SLICE_S), so the others' wait between tokens grows by at
+most half while a load goes on, plus at most one tensor (the largest, the default model's
+embedding, took 40-70 ms on the 2-core CPU). With nothing else running the slices follow each
+other at once. The default model's first-run conversion from its GGUF file (seconds, once per
+machine) runs inside `open` and does block.
 """
 
 from __future__ import annotations
@@ -24,12 +27,19 @@ from engine.models import LoadedModel, ModelLoadError, OpenedModel, load_tokeniz
 
 log = logging.getLogger(__name__)
 
-DEFAULT_SLICE_S = 0.02  # MLX-thread time a load takes between two engine steps
+MIN_SLICE_S = 0.02  # MLX-thread time a load takes between two engine steps, at least
+MAX_SLICE_S = 0.1  # and at most
+LOAD_SHARE = 0.5  # of a recent step's time: how much longer the others wait while a load runs
 OPEN_SHARE = 0.05  # of the progress bar: building the lazy model
 TOKENIZER_SHARE = 0.05  # waiting for the tokenizer after the weights
 
 Done = Callable[[Any, BaseException | None], None]
 Progress = Callable[[str, float], None]
+
+
+def slice_seconds(recent_step_s: float) -> float:
+    """How long a load may hold the MLX thread between two steps that take `recent_step_s`."""
+    return min(MAX_SLICE_S, max(MIN_SLICE_S, LOAD_SHARE * recent_step_s))
 
 
 @dataclass

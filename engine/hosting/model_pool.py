@@ -91,9 +91,6 @@ class ModelPool:
         self._keys[text] = key
         return key
 
-    def get(self, key: str) -> HostedModel | None:
-        return self.models.get(key)
-
     def find(self, spec: str | None) -> HostedModel:
         """The loaded model `spec` names; ModelLoadError when it is not loaded."""
         hosted = self.models.get(self.key_of(spec))
@@ -290,8 +287,11 @@ class ModelPool:
         return name
 
     def close(self) -> None:
+        """The engine stops: loads under way end, their callers told so."""
         for job in self.jobs:
             job.abandon()
+            for caller in job.callers:
+                caller(None, ModelLoadError(f"the engine stopped before {job.name} loaded"))
         self.jobs.clear()
         self.tokenizers.shutdown(wait=False, cancel_futures=True)
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import dataclasses
 from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 
 from engine.api import EngineConfig
 from engine.requests import (
@@ -124,12 +124,16 @@ class FakeEngine:
         self.loaded[spec].pinned = pinned
         return self.loaded[spec].info
 
+    def default_info(self) -> ModelInfo:
+        spec = self.config.model
+        return FAKE_INFO if spec is None else replace(FAKE_INFO, name=fake_name(spec), path=spec)
+
     def _hold(self, spec: str | None) -> ModelInfo:
         """The model `spec` names, held from now on (the default model always is)."""
         if spec is None or spec == self.config.model:
-            return FAKE_INFO
+            return self.default_info()
         if spec not in self.loaded:
-            info = dataclasses.replace(FAKE_INFO, name=fake_name(spec), path=spec)
+            info = replace(FAKE_INFO, name=fake_name(spec), path=spec)
             self.loaded[spec] = ModelStats(
                 key=spec, name=info.name, info=info, specs=[spec], weights_bytes=info.bytes
             )
@@ -157,13 +161,14 @@ class FakeEngine:
     def stats(self) -> EngineStats:
         self._stats.running = len(self._active)
         self._stats.batch_size = len(self._active)
+        info = self.default_info()
         default = ModelStats(
-            key=FAKE_INFO.path,
-            name=FAKE_INFO.name,
-            info=FAKE_INFO,
+            key=info.path,
+            name=info.name,
+            info=info,
             specs=[""],
             configured=True,
-            weights_bytes=FAKE_INFO.bytes,
+            weights_bytes=info.bytes,
             request_ids=self._using(None),
         )
         for spec, held in self.loaded.items():

@@ -41,6 +41,8 @@ def test_models_window_shows_loaded_models_memory_and_chats(qtbot, window, fake_
     panel.select("/fake/model")
     assert not panel.unload_button.isEnabled() and "replying" in panel.unload_button.toolTip()
     SHOTS.mkdir(parents=True, exist_ok=True)
+    assert "other  ·  4 KB" in window.panel.engine_card.model.text()  # the panel lists both
+    assert window.panel.grab().save(str(SHOTS / "panel-two-models-light.png"))
     for theme in ("light", "dark"):
         theme_manager().apply(theme)
         spin(lambda: False, 0.05)
@@ -59,9 +61,7 @@ def test_models_window_shows_loaded_models_memory_and_chats(qtbot, window, fake_
     dialog.close()
 
 
-def test_make_default_changes_what_default_chats_use_without_cancelling(
-    qtbot, window, fake_engine
-):
+def test_make_default_changes_what_default_chats_use_without_cancelling(qtbot, window, fake_engine):
     fake_engine.token_delay_s = 0.05
     tab = window.current_tab()
     assert tab.send("a reply on the old default")

@@ -104,7 +104,9 @@ def _wait_for(predicate, timeout: float, app: subprocess.Popen, what: str) -> No
 
 def _messages(database: Path) -> list[tuple[str, str, str]]:
     with sqlite3.connect(f"file:{database}?mode=ro", uri=True) as db:
-        return db.execute("SELECT role, status, content FROM messages WHERE deleted IS NULL ORDER BY id").fetchall()
+        return db.execute(
+            "SELECT role, status, content FROM messages WHERE deleted IS NULL ORDER BY id"
+        ).fetchall()
 
 
 def test_the_app_on_a_real_x_server_answers_a_typed_question(x_display, tmp_path):
