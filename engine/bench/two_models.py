@@ -97,14 +97,18 @@ class LoadTimer:
         return timed
 
 
-async def load_gap(eng: Engine, prompts, max_tokens: int, spec_b: str, *, load: bool) -> dict:
-    """The first model's rows stream while (with `load`) the second model loads: the longest
+async def load_gap(
+    eng: Engine, prompts, max_tokens: int, streams: str, loads: str, *, load: bool
+) -> dict:
+    """Rows on `streams` decode while (with `load`) the model `loads` is loaded: the longest
     and the median wait between one row's tokens, and how long each piece of the load held
     the MLX thread."""
-    await eng.unload_model(spec_b)
+    await eng.unload_model(loads)
     rows = [
         asyncio.ensure_future(
-            token_times(eng, GenerationRequest(prompt_tokens=p, max_tokens=max_tokens))
+            token_times(
+                eng, GenerationRequest(prompt_tokens=p, max_tokens=max_tokens, model=streams)
+            )
         )
         for p in prompts
     ]
@@ -113,12 +117,12 @@ async def load_gap(eng: Engine, prompts, max_tokens: int, spec_b: str, *, load: 
     if load:
         t0 = time.perf_counter()
         with timer:
-            await eng.load_model(spec_b)
+            await eng.load_model(loads)
         load_s = time.perf_counter() - t0
     times = await asyncio.gather(*rows)
     gaps = [b - a for row in times for a, b in zip(row, row[1:])]
     if not load:
-        await eng.load_model(spec_b)
+        await eng.load_model(loads)
     ms = lambda seconds: round(1000 * seconds, 1)  # noqa: E731
     return {
         "load_s": round(load_s, 3) if load_s else None,
@@ -159,10 +163,16 @@ async def bench(args: argparse.Namespace, second_path: str) -> dict:
                 alone_b.append(await run_ours(eng, prompts_b, n, model=second_path))
             else:
                 together.append(await run_pair(eng, prompts_a, prompts_b, n, second_path))
-    gaps = {
-        "without_load": await load_gap(eng, prompts_a, 4 * n, second_path, load=False),
-        "while_loading": await load_gap(eng, prompts_a, 4 * n, second_path, load=True),
-    }
+    first_path = str(Path(info_a.path))  # the first model by its folder (None: the default)
+    gaps = {}
+    for name, streams, loads, prompts in (
+        ("second_loads", first_path, second_path, prompts_a),
+        ("first_loads", second_path, first_path, prompts_b),
+    ):
+        gaps[name] = {
+            "without_load": await load_gap(eng, prompts, 4 * n, streams, loads, load=False),
+            "while_loading": await load_gap(eng, prompts, 4 * n, streams, loads, load=True),
+        }
     await eng.stop()
 
     t_a = statistics.median(r.wall_s for r in alone_a)
