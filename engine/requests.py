@@ -348,6 +348,8 @@ class LoadProgressEvent:
 
 @dataclass
 class ModelUnloadedEvent:
+    """A model was unloaded (by hand, or to make room for another) and its memory freed."""
+
     model: ModelInfo
     reason: str  # e.g. "unloaded by hand", "made room for X"
 

@@ -41,9 +41,12 @@ class EngineCore:
 
     # -- commands ------------------------------------------------------------------------------
 
-    def add(self, request: GenerationRequest, *, draft: str | None = None) -> list[Event]:
-        """Queue a request; `draft`: the drafter name of its draft model (installed first)."""
-        return self.scheduler.add(request, draft=draft)
+    def add(
+        self, request: GenerationRequest, *, draft: str | None = None, arrival: float | None = None
+    ) -> list[Event]:
+        """Queue a request; `draft`: the drafter name of its draft model (installed first);
+        `arrival`: when the engine got it (perf_counter), when that was before now."""
+        return self.scheduler.add(request, draft=draft, arrival=arrival)
 
     def cancel(self, request_id: str) -> None:
         self.scheduler.cancel(request_id)

@@ -83,11 +83,16 @@ class Scheduler:
 
     # -- commands ------------------------------------------------------------------------------
 
-    def add(self, request: GenerationRequest, *, draft: str | None = None) -> list[Event]:
-        """Queue a request (`draft`: the drafter name of its draft model, if it uses one); a
-        request that cannot run ends at once with an ErrorEvent."""
+    def add(
+        self, request: GenerationRequest, *, draft: str | None = None, arrival: float | None = None
+    ) -> list[Event]:
+        """Queue a request (`draft`: the drafter name of its draft model, if it uses one;
+        `arrival`: when the engine got it, if it waited for a model to load first); a request
+        that cannot run ends at once with an ErrorEvent."""
         try:
             state = self._new_state(request, draft)
+            if arrival is not None:
+                state.arrival = arrival  # its time to first token counts the load it waited for
         except Exception as exc:  # noqa: BLE001 - any bad input fails this request only
             log.info("request %s refused: %s", request.request_id, exc)
             return [ErrorEvent(request.request_id, str(exc))]

@@ -96,7 +96,7 @@ class RequestRouter:
             log.warning("request %s refused: %s", request.request_id, exc)
             self._deliver([ErrorEvent(request.request_id, str(exc))])
             return
-        self._deliver(core.add(request, draft=draft))
+        self._deliver(core.add(request, draft=draft, arrival=waiting.arrival))
 
     # -- loads ---------------------------------------------------------------------------------
 

@@ -3,6 +3,7 @@ they join that model's queue; the models they need count as in use meanwhile."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 from engine.requests import (
@@ -21,6 +22,7 @@ class WaitingRequest:
     request: GenerationRequest
     target: str
     draft: str | None = None
+    arrival: float = field(default_factory=time.perf_counter)  # when the engine got it
 
     @property
     def request_id(self) -> str:

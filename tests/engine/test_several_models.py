@@ -189,6 +189,7 @@ def test_switching_a_chats_model_or_draft_leaves_the_other_chat_untouched(models
     assert end_of(with_d).stats.spec.rounds > 0  # drafted with d from this reply on
     loading = [e for _, e in on_c if isinstance(e, ModelLoadingEvent)]
     assert loading and loading[0].model == "c" and 0 <= loading[-1].fraction <= 1
+    assert end_of(on_c).stats.ttft_s >= 0.05  # its wait for the held load counts
 
 
 # -- the memory budget ------------------------------------------------------------------------
