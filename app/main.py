@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
             window.status.show_message(
                 f"{message} — loading the built-in model instead", error=True
             )
-            bridge.request_load(None)
+            bridge.request_default(None)
 
     bridge.loadFailed.connect(load_failed)
     window.show()

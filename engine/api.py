@@ -3,9 +3,14 @@
     engine = Engine(EngineConfig(model=None))      # None: the embedded default model
     engine.start()                                 # from inside a running asyncio loop
     info = await engine.wait_ready()
-    async for event in engine.submit(GenerationRequest(messages=[...])):
+    async for event in engine.submit(GenerationRequest(messages=[...], model=None)):
         ...                                        # TokenEvent, StatsEvent, ... FinishedEvent
     engine.cancel(request_id); engine.stats(); await engine.stop()
+
+Several models at once: a request names its model (and draft model); one that is not loaded is
+loaded first (ModelLoadingEvent in that request's stream) while the others stream. Models can
+also be loaded, unloaded and pinned by hand (`load_model`, `unload_model`, `pin_model`); nothing
+cancels another request.
 
 Only plain dataclasses from `engine.requests` cross this boundary; MLX arrays never do.
 """
@@ -13,11 +18,16 @@ Only plain dataclasses from `engine.requests` cross this boundary; MLX arrays ne
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from engine.config import EngineConfig
+from engine.hosting.model_pool import ModelBusy, ModelTooLarge
+from engine.model_listing import ModelEntry as LocalModel
+from engine.model_listing import list_local_models
+from engine.models import ModelLoadError, validate_model_dir
 from engine.requests import (
     EngineErrorEvent,
     EngineEvent,
@@ -33,6 +43,19 @@ from engine.worker import EngineWorker
 
 log = logging.getLogger(__name__)
 
+__all__ = [
+    "Engine",
+    "EngineConfig",
+    "EngineDied",
+    "EngineNotStarted",
+    "LocalModel",
+    "ModelBusy",
+    "ModelLoadError",
+    "ModelTooLarge",
+    "list_local_models",
+    "validate_model_dir",
+]
+
 DEFAULT_STOP_TIMEOUT_S = 30.0
 
 
@@ -45,6 +68,8 @@ class EngineDied(RuntimeError):
 
 
 class Engine:
+    """The engine for its callers: requests in, events out, models loaded as requests need."""
+
     def __init__(self, config: EngineConfig | None = None) -> None:
         self.config = config or EngineConfig()
         self._worker: EngineWorker | None = None
@@ -71,13 +96,17 @@ class Engine:
             died=self._died_threadsafe,
         )
         self._worker.start()
-        self._ready = self._post_load(self.config.model)
+        self._ready = self._loop.create_future()
+        self._worker.load(self.config.model, self._resolver(self._ready), configured=True)
         if self.config.draft_model:
             self._draft_ready = self._loop.create_future()
-            self._worker.load_draft(self.config.draft_model, self._resolver(self._draft_ready))
+            self._worker.load(
+                self.config.draft_model, self._resolver(self._draft_ready), configured_draft=True
+            )
 
     async def wait_ready(self) -> ModelInfo:
-        """The loaded model's info; raises the loader's error (e.g. ModelLoadError)."""
+        """The configured model's info once it is loaded (and the configured draft model's
+        check passed); raises the loader's error (e.g. ModelLoadError)."""
         if self._ready is None:
             raise EngineNotStarted("call Engine.start() first")
         info = await asyncio.shield(self._ready)
@@ -85,20 +114,31 @@ class Engine:
             await asyncio.shield(self._draft_ready)
         return info
 
-    async def load_model(self, model: str | None) -> ModelInfo:
-        """Switch models; running requests are cancelled. Raises on a bad model."""
+    async def load_model(self, model: str | None, *, pin: bool = False) -> ModelInfo:
+        """Load a model (a folder, a repo id in the local HF cache, None: the configured one)
+        next to the others, if it is not loaded yet; `pin` keeps it loaded. Idle models may
+        be unloaded to make room; nothing running is cancelled. Raises ModelLoadError (with
+        the model's size and the budget when it cannot fit)."""
         self._require_started()
-        self._ready = self._post_load(model)
-        return await asyncio.shield(self._ready)
+        return await self._ask(lambda done: self._worker.load(model, done, pin=pin))
 
-    async def load_draft_model(self, model: str | None) -> ModelInfo | None:
-        """Load (or with None, unload) the draft model. Refused with a clear error when its
-        vocabulary differs from the target's. It serves requests admitted after the running
-        ones finish, since its cache must hold every running row."""
+    async def set_default_model(self, model: str | None) -> None:
+        """What requests that name no model use from now on (None: the embedded default
+        model). Loads nothing and cancels nothing; raises ModelLoadError for a bad folder."""
         self._require_started()
-        future = self._loop.create_future()
-        self._worker.load_draft(model, self._resolver(future))
-        return await future
+        await self._ask(lambda done: self._worker.set_default(model, done))
+        self.config = dataclasses.replace(self.config, model=model)
+
+    async def unload_model(self, model: str | None) -> ModelInfo:
+        """Unload a model (pinned or not) and free its memory; raises ModelBusy while requests
+        use it, ModelLoadError when it is not loaded."""
+        self._require_started()
+        return await self._ask(lambda done: self._worker.unload(model, done))
+
+    async def pin_model(self, model: str | None, pinned: bool = True) -> ModelInfo:
+        """Pin a loaded model (never unloaded to make room for another) or unpin it."""
+        self._require_started()
+        return await self._ask(lambda done: self._worker.pin(model, pinned, done))
 
     async def stop(self, timeout: float = DEFAULT_STOP_TIMEOUT_S) -> None:
         if self._worker is None:
@@ -146,16 +186,18 @@ class Engine:
             self._worker.cancel(request_id)
 
     async def count_tokens(
-        self, messages: list[dict[str, str]], *, continue_reply: bool = False
+        self,
+        messages: list[dict[str, str]],
+        *,
+        continue_reply: bool = False,
+        model: str | None = None,
     ) -> int:
-        """Prompt tokens these messages make with the loaded model's chat template."""
-        from engine.prompt import apply_chat_template
-
-        def count(loaded: Any) -> int:
-            ids = apply_chat_template(messages, loaded.tokenizer, continue_reply=continue_reply)
-            return len(ids)
-
-        return await self.run_on_engine_thread(lambda: count(self._worker.target))
+        """Prompt tokens these messages make with `model`'s chat template (None: the configured
+        model); a model that is not loaded lends its tokenizer alone."""
+        self._require_started()
+        return await self._ask(
+            lambda done: self._worker.count_tokens(messages, continue_reply, model, done)
+        )
 
     async def clear_prompt_cache(self) -> int:
         """Empty the prompt cache (RAM and disk); returns the bytes freed."""
@@ -177,9 +219,7 @@ class Engine:
     async def run_on_engine_thread(self, fn: Callable[[], Any]) -> Any:
         """Run `fn` on the MLX thread (for tools and tests); return what it returns."""
         self._require_started()
-        future = self._loop.create_future()
-        self._worker.call(fn, self._resolver(future))
-        return await future
+        return await self._ask(lambda done: self._worker.call(fn, done))
 
     # -- internals -----------------------------------------------------------------------------
 
@@ -197,10 +237,11 @@ class Engine:
             if not finished and self._worker is not None:
                 self._worker.cancel(request_id)
 
-    def _post_load(self, model: str | None) -> asyncio.Future:
+    async def _ask(self, post: Callable[[Callable], None]) -> Any:
+        """Post a command to the MLX thread; its answer (or its error)."""
         future = self._loop.create_future()
-        self._worker.load(model, self._resolver(future))
-        return future
+        post(self._resolver(future))
+        return await future
 
     def _resolver(self, future: asyncio.Future) -> Callable[[Any, BaseException | None], None]:
         self._pending.add(future)

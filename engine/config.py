@@ -16,8 +16,15 @@ DEFAULT_KV_GROUP_SIZE = 64
 class EngineConfig:
     """Everything the engine is started with."""
 
-    model: str | None = None  # a model folder, a Hugging Face repo id in the local cache, or None
-    draft_model: str | None = None  # for speculative method "draft"; same tokenizer as model
+    # What requests that name no model use: a model folder, a Hugging Face repo id in the local
+    # cache, or None (the embedded default model). Loaded at start; other models load on demand.
+    model: str | None = None
+    # What "draft" and "auto" requests that name no draft model use; same tokenizer as model
+    draft_model: str | None = None
+    # What the loaded models may hold together (weights and KV caches); None: from the machine
+    # (engine/hosting/memory_budget.py). Idle models are unloaded to make room, least recently
+    # used first; a model that cannot fit is refused.
+    memory_budget_bytes: int | None = None
     prefill_chunk: int = DEFAULT_PREFILL_CHUNK
     max_batch: int = DEFAULT_MAX_BATCH
     max_context: int | None = None  # cap below the model's own context length

@@ -10,7 +10,7 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,15 +49,6 @@ class LoadedModel:
     weights_id: str | None = None  # what the weights are when no file holds them (random models)
 
 
-@dataclass
-class ModelEntry:
-    name: str
-    path: Path
-    size_bytes: int
-    source: str  # "default", "hf-cache" or "folder"
-    spec: str  # what to pass to load_model / resolve_model
-
-
 # ---------------------------------------------------------------------------- resolving
 
 
@@ -73,7 +64,7 @@ def hf_cache_dir() -> Path:
     return base / "huggingface" / "hub"
 
 
-def _hf_snapshot(repo_id: str, cache: Path) -> Path | None:
+def hf_snapshot(repo_id: str, cache: Path) -> Path | None:
     """The snapshot folder of a cached repo (refs/main first, else the newest), or None."""
     repo_dir = cache / ("models--" + repo_id.replace("/", "--"))
     snapshots = repo_dir / "snapshots"
@@ -129,7 +120,7 @@ def resolve_model(
     looks_like_path = text.startswith((".", "/", "~", "\\")) or os.sep in text.replace("/", "", 1)
     if not looks_like_path and _REPO_ID.match(text):
         cache = hf_cache_dir()
-        snap = _hf_snapshot(text, cache)
+        snap = hf_snapshot(text, cache)
         if snap is None:
             raise ModelLoadError(
                 f"{text} is not downloaded: it is neither a local folder nor in the Hugging Face "
@@ -216,19 +207,37 @@ def _has_tokenizer(path: Path) -> bool:
 # ---------------------------------------------------------------------------- loading
 
 
-def load_model(
+@dataclass
+class OpenedModel:
+    """A model built with lazy weights (nothing read but the weight files' headers): what
+    `finish` needs once its weights are evaluated and its tokenizer is loaded."""
+
+    model: nn.Module
+    name: str
+    tokenizer_dir: Path
+    eos_token_ids: Any
+    finish: Callable[[nn.Module, Any], LoadedModel]  # (model, tokenizer) -> LoadedModel
+
+    @property
+    def weights(self) -> list[mx.array]:
+        from mlx.utils import tree_flatten
+
+        return [v for _, v in tree_flatten(self.model.parameters())]
+
+
+def open_model(
     spec: str | None,
     *,
     progress: Progress | None = None,
     dtype: str | None = None,
     quantize_bits: int | None = None,
-) -> LoadedModel:
-    """Resolve, check and load a model with mlx-lm (quantized folders included); a "random:"
-    spec gives a random-weight benchmark model (engine/bench, imported only then)."""
+) -> OpenedModel:
+    """Resolve and check a model and build it with lazy weights (mlx-lm's `lazy=True`): fast,
+    and no weight memory yet. A "random:" spec gives a random-weight benchmark model."""
     if spec is not None and spec.startswith(RANDOM_SPEC_PREFIX):
-        from engine.bench.random_model import load_random
+        from engine.bench.random_model import open_random
 
-        return load_random(spec)
+        return open_random(spec)
     report = progress or (lambda message, fraction: None)
     is_default = is_default_spec(spec)
 
@@ -241,22 +250,62 @@ def load_model(
         dtype=dtype,
         quantize_bits=quantize_bits,
     )
-    report("Loading model", DEFAULT_LOAD_SHARE)
-    from mlx_lm.utils import load as mlx_load
+    from mlx_lm.utils import load_model as mlx_load_model
 
     try:
-        model, tokenizer, config = mlx_load(str(path), return_config=True)
-    except Exception as exc:  # mlx-lm and transformers raise many kinds; the user needs one
+        model, config = mlx_load_model(path, lazy=True)
+    except Exception as exc:  # mlx-lm raises many kinds; the user needs one
         raise ModelLoadError(f"Could not load {spec or DEFAULT_SPEC} ({path}): {exc}") from exc
-    if is_default:
-        name = default_model.DEFAULT_MODEL_NAME
-    elif path.parent.name == "snapshots" and not Path(spec).expanduser().exists():
-        name = spec.strip()
-    else:
-        name = path.name
-    info = model_info(model, tokenizer, config, name=name, path=path)
+    name = model_name(spec, path)
+
+    def finish(model: nn.Module, tokenizer: Any) -> LoadedModel:
+        info = model_info(model, tokenizer, config, name=name, path=path)
+        return LoadedModel(model=model, tokenizer=tokenizer, path=path, info=info, config=config)
+
+    return OpenedModel(model, name, path, config.get("eos_token_id"), finish)
+
+
+def load_tokenizer(opened: OpenedModel) -> Any:
+    """The model's tokenizer (no MLX: may run on any thread)."""
+    from mlx_lm.utils import load_tokenizer as mlx_load_tokenizer
+
+    try:
+        return mlx_load_tokenizer(opened.tokenizer_dir, eos_token_ids=opened.eos_token_ids)
+    except Exception as exc:  # transformers raises many kinds; the user needs one
+        raise ModelLoadError(
+            f"Could not load the tokenizer of {opened.name} ({opened.tokenizer_dir}): {exc}"
+        ) from exc
+
+
+def load_model(
+    spec: str | None,
+    *,
+    progress: Progress | None = None,
+    dtype: str | None = None,
+    quantize_bits: int | None = None,
+) -> LoadedModel:
+    """Resolve, check and load a model with mlx-lm (quantized folders included), all at once;
+    the engine loads in slices instead (engine/hosting/model_loader.py)."""
+    report = progress or (lambda message, fraction: None)
+    opened = open_model(spec, progress=progress, dtype=dtype, quantize_bits=quantize_bits)
+    report("Loading model", DEFAULT_LOAD_SHARE)
+    try:
+        mx.eval(opened.weights)
+    except Exception as exc:  # e.g. a truncated weight file
+        raise ModelLoadError(f"Could not load {opened.name}: {exc}") from exc
+    loaded = opened.finish(opened.model, load_tokenizer(opened))
     report("Model ready", 1.0)
-    return LoadedModel(model=model, tokenizer=tokenizer, path=path, info=info, config=config)
+    return loaded
+
+
+def model_name(spec: str | None, path: Path) -> str:
+    """What the user calls a model: the default model's name, a repo id, or the folder's name."""
+    if is_default_spec(spec):
+        return default_model.DEFAULT_MODEL_NAME
+    assert spec is not None
+    if path.parent.name == "snapshots" and not Path(spec).expanduser().exists():
+        return spec.strip()
+    return path.name
 
 
 def model_info(
@@ -319,67 +368,3 @@ def check_draft_compatible(target: LoadedModel, draft: LoadedModel) -> None:
         )
     if vocab_fingerprint(target.tokenizer) != vocab_fingerprint(draft.tokenizer):
         raise ModelLoadError(f"The {names} have different tokenizers (token ids differ)")
-
-
-# ---------------------------------------------------------------------------- listing
-
-
-def _folder_size(path: Path) -> int:
-    total = 0
-    for p in path.rglob("*"):
-        try:
-            if p.is_file():
-                total += p.stat().st_size  # follows the HF cache's symlinks to blobs
-        except OSError:
-            pass
-    return total
-
-
-def _is_model_dir(path: Path) -> bool:
-    try:
-        validate_model_dir(path)
-    except ModelLoadError:
-        return False
-    return True
-
-
-def list_local_models(extra_dirs: Iterable[Path] = ()) -> list[ModelEntry]:
-    """The default model, loadable repos in the HF cache, and the given folders (each a model
-    folder or a folder of model folders). Never downloads or converts anything."""
-    entries: list[ModelEntry] = []
-    try:
-        gguf = default_model.default_gguf_path()
-    except default_model.DefaultModelError:
-        gguf = None
-    if gguf is not None:
-        folder = default_model.default_model_dir()
-        done = default_model.is_complete(folder, gguf)
-        entries.append(
-            ModelEntry(
-                name=default_model.DEFAULT_MODEL_NAME,
-                path=folder,
-                size_bytes=_folder_size(folder) if done else gguf.stat().st_size,
-                source="default",
-                spec=DEFAULT_SPEC,
-            )
-        )
-
-    cache = hf_cache_dir()
-    if cache.is_dir():
-        for repo_dir in sorted(cache.glob("models--*")):
-            repo_id = repo_dir.name.removeprefix("models--").replace("--", "/", 1)
-            snap = _hf_snapshot(repo_id, cache)
-            if snap is not None and _is_model_dir(snap):
-                entries.append(ModelEntry(repo_id, snap, _folder_size(snap), "hf-cache", repo_id))
-
-    seen = {e.path.resolve() for e in entries}
-    for extra in extra_dirs:
-        extra = Path(extra).expanduser()
-        if not extra.is_dir():
-            continue
-        candidates = [extra] if (extra / "config.json").is_file() else sorted(extra.iterdir())
-        for cand in candidates:
-            if cand.is_dir() and cand.resolve() not in seen and _is_model_dir(cand):
-                seen.add(cand.resolve())
-                entries.append(ModelEntry(cand.name, cand, _folder_size(cand), "folder", str(cand)))
-    return entries

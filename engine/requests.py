@@ -78,6 +78,9 @@ class SpeculativeParams:
     draft_tokens: int = DEFAULT_DRAFT_TOKENS  # 1..MAX_DRAFT_TOKENS
     ngram_min: int = DEFAULT_NGRAM_MIN  # 1 <= ngram_min <= ngram_max <= MAX_NGRAM
     ngram_max: int = DEFAULT_NGRAM_MAX
+    # For "draft" and "auto": a model folder or a repo id in the local Hugging Face cache with
+    # the target's tokenizer; None: the engine's configured draft model (EngineConfig)
+    draft_model: str | None = None
 
 
 @dataclass
@@ -93,6 +96,9 @@ class GenerationRequest:
     request_id: str = field(default_factory=lambda: uuid.uuid4().hex)  # non-empty
     # The last message is an assistant reply cut short (max tokens): extend it, no new turn.
     continue_reply: bool = False
+    # A model folder, a repo id in the local Hugging Face cache, or None: the engine's
+    # configured model. A model not loaded yet is loaded first (ModelLoadingEvent meanwhile).
+    model: str | None = None
 
 
 @dataclass
@@ -192,6 +198,16 @@ class RequestStats:
 
 
 @dataclass
+class ModelLoadingEvent:
+    """The request waits while a model it needs (its target or draft) is loaded."""
+
+    request_id: str
+    model: str  # the model's name
+    message: str
+    fraction: float  # 0..1, or -1 when unknown
+
+
+@dataclass
 class PrefillProgressEvent:
     request_id: str
     processed: int
@@ -231,7 +247,9 @@ class ErrorEvent:
     stats: RequestStats | None = None
 
 
-Event = PrefillProgressEvent | TokenEvent | StatsEvent | FinishedEvent | ErrorEvent
+Event = (
+    ModelLoadingEvent | PrefillProgressEvent | TokenEvent | StatsEvent | FinishedEvent | ErrorEvent
+)
 
 
 @dataclass
@@ -262,10 +280,47 @@ class ModelInfo:
 
 
 @dataclass
+class ModelStats:
+    """One model the engine holds (or is loading): its batch, speed, memory and users."""
+
+    key: str  # what identifies it: its resolved folder (or a "random:" spec)
+    name: str
+    status: str = "ready"  # loading, ready
+    info: ModelInfo | None = None  # None while loading
+    specs: list[str] = field(default_factory=list)  # what requests called it ("" for None)
+    configured: bool = False  # the engine's configured model (GenerationRequest.model None)
+    pinned: bool = False  # never unloaded to make room
+    running: int = 0  # rows in its batch or being prefilled
+    waiting: int = 0  # queued for its batch, or waiting for it to load
+    batch_size: int = 0
+    steps: int = 0
+    generated_tokens: int = 0
+    tokens_per_s: float = 0.0  # over a recent window
+    weights_bytes: int = 0
+    cache_bytes: int = 0  # its rows' KV caches, its drafters' included
+    request_ids: list[str] = field(default_factory=list)  # requests running on it as target
+    draft_request_ids: list[str] = field(default_factory=list)  # requests drafting with it
+    idle_s: float = 0.0  # since a request last used it
+    load_fraction: float = 1.0  # while loading: 0..1, or -1 when unknown
+
+    @property
+    def memory_bytes(self) -> int:
+        return self.weights_bytes + self.cache_bytes
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.request_ids or self.draft_request_ids or self.status == "loading")
+
+
+@dataclass
 class EngineStats:
-    status: str = "stopped"  # stopped, loading, ready, error
-    model: ModelInfo | None = None
-    draft_model: ModelInfo | None = None
+    status: str = "stopped"  # stopped, loading, ready, error (of the configured model)
+    model: ModelInfo | None = None  # the configured model (GenerationRequest.model None)
+    draft_model: ModelInfo | None = None  # the configured draft model
+    models: list[ModelStats] = field(default_factory=list)  # every model held or loading
+    memory_budget_bytes: int = 0  # what the loaded models may hold together
+    memory_used_bytes: int = 0  # what they hold: weights and KV caches
+    active_memory_bytes: int = 0  # MLX's allocated memory (mx.get_active_memory)
     running: int = 0
     waiting: int = 0
     batch_size: int = 0
@@ -282,13 +337,22 @@ class EngineStats:
     error: str | None = None
 
 
-# Engine-wide events, for listeners (`Engine.add_listener`): model loading and failures.
+# Engine-wide events, for listeners (`Engine.add_listener`): models loaded and unloaded, failures.
 
 
 @dataclass
 class LoadProgressEvent:
     message: str
     fraction: float  # 0..1, or -1 when unknown
+    model: str = ""  # the name of the model being loaded
+
+
+@dataclass
+class ModelUnloadedEvent:
+    """A model was unloaded (by hand, or to make room for another) and its memory freed."""
+
+    model: ModelInfo
+    reason: str  # e.g. "unloaded by hand", "made room for X"
 
 
 @dataclass
@@ -303,4 +367,4 @@ class EngineErrorEvent:
     fatal: bool = False  # the MLX thread died: every stream ended; Engine.start() restarts
 
 
-EngineEvent = LoadProgressEvent | ModelLoadedEvent | EngineErrorEvent
+EngineEvent = LoadProgressEvent | ModelLoadedEvent | ModelUnloadedEvent | EngineErrorEvent

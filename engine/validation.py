@@ -36,6 +36,7 @@ from engine.requests import (
 log = logging.getLogger(__name__)
 
 DEFAULT_SHOWN_CHARS = 40  # how much of a bad value a message repeats
+MAX_MODEL_SPEC_LENGTH = 4096  # a folder path or a repo id
 
 
 class RequestError(ValueError):
@@ -56,6 +57,7 @@ def validate_request(request: GenerationRequest) -> None:
         raise RequestError(
             f"continue_reply must be true or false, got {_show(request.continue_reply)}"
         )
+    check_model_spec("model", request.model)
 
 
 def refusal(request: GenerationRequest) -> ErrorEvent | None:
@@ -168,6 +170,21 @@ def check_speculative(params: SpeculativeParams) -> None:
             f"{name}ngram_min must be <= {name}ngram_max, "
             f"got {params.ngram_min} > {params.ngram_max}"
         )
+    check_model_spec(name + "draft_model", params.draft_model)
+
+
+def check_model_spec(name: str, value: Any) -> None:
+    """None, or a non-blank string naming a model (a folder or a repo id); whether it exists is
+    checked on the engine thread, where it is loaded."""
+    if value is None:
+        return
+    _text(name, value, max_length=MAX_MODEL_SPEC_LENGTH)
+    if not value.strip():
+        raise RequestError(
+            f"{name} must name a model folder or repo id, or be None, got {_show(value)}"
+        )
+    if "\x00" in value:
+        raise RequestError(f"{name} must not contain a NUL character")
 
 
 def spec_method(value: Any) -> SpecMethod:

@@ -1,95 +1,53 @@
-"""The one thread that owns every MLX call: models, caches and the engine's step loop.
+"""The one thread that owns every MLX call: the loaded models, their caches and the step loop.
 
 Commands arrive on a queue; results leave as plain Python values through `deliver`, which the
 API points at `loop.call_soon_threadsafe`. The thread blocks on its queue while idle. If it ever
 dies, `died` says why, so that nothing waits for it forever.
+
+Several models at once: each loaded model that requests run on has its own EngineCore (batch,
+scheduler, drafters). Each turn of the loop steps the model owed the most tokens
+(hosting/fair_share.py), then gives a slice of time to a model being loaded
+(hosting/model_loader.py), then to the prompt cache. A request for a model that is not loaded
+waits for it (hosting/waiting_requests.py) while the others stream.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import logging
 import queue
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from engine import blas
+from engine import worker_commands as commands
 from engine.config import EngineConfig
+from engine.hosting.fair_share import FairShare
+from engine.hosting.model_loader import slice_seconds
+from engine.hosting.request_router import RequestRouter
 from engine.requests import (
-    EngineErrorEvent,
     EngineEvent,
     EngineStats,
     ErrorEvent,
     Event,
     FinishedEvent,
     GenerationRequest,
-    LoadProgressEvent,
-    ModelLoadedEvent,
 )
-from engine.speculative.metrics import RecentTotals
 
 log = logging.getLogger(__name__)
 
 DEFAULT_IDLE_WAIT_S = 0.5
-DEFAULT_RATE_WINDOW_S = 3.0
 DEFAULT_STATS_PUBLISH_S = 0.1
+STEP_TIME_WEIGHT = 0.2  # of the newest step in the running mean of step times
 
-Done = Callable[[Any, BaseException | None], None]
-
-
-@dataclass
-class _Submit:
-    request: GenerationRequest
-
-
-@dataclass
-class _Cancel:
-    request_id: str
-
-
-@dataclass
-class _Load:
-    model: str | None
-    done: Done
-
-
-@dataclass
-class _LoadDraft:
-    model: str | None  # None unloads the draft model
-    done: Done
-
-
-@dataclass
-class _Stop:
-    pass
-
-
-@dataclass
-class _Call:
-    """Run a function on the MLX thread (tests, tools); its result goes to `done`."""
-
-    fn: Callable[[], Any]
-    done: Done
-
-
-@dataclass
-class _Rate:
-    samples: deque = field(default_factory=deque)
-
-    def add(self, now: float, total: int) -> float:
-        self.samples.append((now, total))
-        while self.samples and now - self.samples[0][0] > DEFAULT_RATE_WINDOW_S:
-            self.samples.popleft()
-        t0, n0 = self.samples[0]
-        return (total - n0) / (now - t0) if now > t0 else 0.0
+Done = commands.Done
 
 
 class EngineWorker(threading.Thread):
-    """The MLX thread: runs commands and the engine's steps."""
+    """The MLX thread: runs commands and the loaded models' steps."""
 
     def __init__(
         self,
@@ -105,38 +63,50 @@ class EngineWorker(threading.Thread):
         self._announce = announce
         self._died = died
         self._commands: queue.Queue = queue.Queue()
-        self.core = None  # engine.core.engine_core.EngineCore, once a model is loaded
-        self._target = None
+        self.pool = None  # engine.hosting.model_pool.ModelPool, made on this thread
+        self.router = None  # engine.hosting.request_router.RequestRouter
+        self.fair = FairShare()
         self._stats = EngineStats(status="stopped")
         self._stats_lock = threading.Lock()
-        self._rate = _Rate()
-        self._recent = RecentTotals()
-        self._prompt_cache = None  # engine.cache.PromptCache, made on this thread
+        self.factory = None  # engine.hosting.core_factory.CoreFactory: cores, prompt cache
+        self.counts = None  # engine.hosting.tokenizer_counts.TokenizerCounts
+        self._board = None  # engine.hosting.stats_board.StatsBoard
         self._last_publish = 0.0
-        self._started_at = time.perf_counter()
+        self._step_s = 0.0  # a running mean of the steps' wall time (how long loads may slice)
 
     # -- called from other threads -------------------------------------------------------------
 
     def post(self, command: object) -> None:
         self._commands.put(command)
 
+    def load(self, model: str | None, done: Done, **options: bool) -> None:
+        self.post(commands.Load(model, done, **options))
+
+    def set_default(self, model: str | None, done: Done) -> None:
+        self.post(commands.SetDefault(model, done))
+
+    def unload(self, model: str | None, done: Done) -> None:
+        self.post(commands.Unload(model, done))
+
+    def pin(self, model: str | None, pinned: bool, done: Done) -> None:
+        self.post(commands.Pin(model, pinned, done))
+
+    def count_tokens(
+        self, messages: list[dict[str, str]], continue_reply: bool, model: str | None, done: Done
+    ) -> None:
+        self.post(commands.CountTokens(messages, continue_reply, model, done))
+
     def submit(self, request: GenerationRequest) -> None:
-        self.post(_Submit(request))
+        self.post(commands.Submit(request))
 
     def cancel(self, request_id: str) -> None:
-        self.post(_Cancel(request_id))
-
-    def load(self, model: str | None, done: Done) -> None:
-        self.post(_Load(model, done))
-
-    def load_draft(self, model: str | None, done: Done) -> None:
-        self.post(_LoadDraft(model, done))
+        self.post(commands.Cancel(request_id))
 
     def call(self, fn: Callable[[], Any], done: Done) -> None:
-        self.post(_Call(fn, done))
+        self.post(commands.Call(fn, done))
 
     def stop(self) -> None:
-        self.post(_Stop())
+        self.post(commands.Stop())
 
     def stats(self) -> EngineStats:
         with self._stats_lock:
@@ -144,16 +114,14 @@ class EngineWorker(threading.Thread):
 
     # -- for calls on this thread --------------------------------------------------------------
 
-    @property
-    def target(self) -> Any:
-        """The loaded target model (engine.models.LoadedModel)."""
-        if self._target is None:
-            raise RuntimeError("no model is loaded")
-        return self._target
+    def core_for(self, model: str | None = None) -> Any:
+        """The EngineCore of a loaded model (None: the configured one), for tools and tests."""
+        return self.pool.core_of(self.pool.find(self.router.target_spec(model)))
 
     def clear_prompt_cache(self) -> int:
         """Empty the prompt cache's RAM and disk tiers; bytes freed."""
-        return self._prompt_cache.clear() if self._prompt_cache is not None else 0
+        cache = self.factory.prompt_cache
+        return cache.clear() if cache is not None else 0
 
     # -- the thread ----------------------------------------------------------------------------
 
@@ -169,11 +137,11 @@ class EngineWorker(threading.Thread):
     def _run(self) -> None:
         if self.config.log_blas:
             blas.log_blas()
+        self._setup()
         running = True
         while running:
-            busy = self.core is not None and self.core.has_work()
             try:
-                command = self._commands.get(block=not busy, timeout=DEFAULT_IDLE_WAIT_S)
+                command = self._commands.get(block=not self._busy(), timeout=DEFAULT_IDLE_WAIT_S)
             except queue.Empty:
                 command = None
             while command is not None:
@@ -184,126 +152,165 @@ class EngineWorker(threading.Thread):
                     command = self._commands.get_nowait()
                 except queue.Empty:
                     command = None
-            if running and self.core is not None and self.core.has_work():
-                self._step()
-            elif running:
-                self._publish_stats(force=False)
-            if running and self._prompt_cache is not None:  # its work between steps, bounded
-                busy = self.core is not None and self.core.has_work()
-                self._prompt_cache.tick(idle=not busy)
+            if running:
+                self._turn()
         self._drain_on_stop()
 
-    def _handle(self, command: object) -> bool:
-        if isinstance(command, _Stop):
-            return False
-        if isinstance(command, _Submit):
-            if self.core is None:
-                self._deliver([ErrorEvent(command.request.request_id, "no model is loaded")])
-            else:
-                self._deliver(self.core.add(command.request))
-        elif isinstance(command, _Cancel):
-            if self.core is not None:
-                self.core.cancel(command.request_id)
-        elif isinstance(command, _Load):
-            self._load(command)
-        elif isinstance(command, _LoadDraft):
-            self._load_draft(command)
-        elif isinstance(command, _Call):
-            try:
-                result = command.fn()
-            except BaseException as exc:  # noqa: BLE001 - handed back to the caller
-                command.done(None, exc)
-            else:
-                command.done(result, None)
-        return True
+    def _setup(self) -> None:
+        from engine.cache.settings import PromptCacheSettings
+        from engine.hosting.core_factory import CoreFactory
+        from engine.hosting.memory_budget import default_budget_bytes
+        from engine.hosting.model_pool import ModelPool
+        from engine.hosting.stats_board import StatsBoard
+        from engine.hosting.tokenizer_counts import TokenizerCounts
 
-    def _step(self) -> None:
-        events = self.core.step()
+        config = self.config
+        budget = config.memory_budget_bytes
+        if budget is None:
+            cache_ram = PromptCacheSettings.of(config).ram_bytes if config.prompt_cache else 0
+            budget = default_budget_bytes(cache_ram)
+        self.factory = CoreFactory(config)
+        self.pool = ModelPool(
+            budget_bytes=budget,
+            make_core=self.factory.core,
+            make_drafter=self.factory.drafter,
+            announce=self._announce,
+            progress=lambda job: self.router.load_progress(job),
+        )
+        self.router = RequestRouter(config, self.pool, self._deliver)
+        self.counts = TokenizerCounts(self.pool.tokenizers)
+        self._board = StatsBoard(self)
+
+    def _busy(self) -> bool:
+        return self.pool.loading or any(h.has_work() for h in self.pool.models.values())
+
+    def _turn(self) -> None:
+        """One model's step, a slice of loading, the prompt cache's share."""
+        key = self.fair.pick(k for k, h in self.pool.models.items() if h.has_work())
+        if key is not None:
+            self._step(key)
+        if self.pool.loading:
+            self._load_slice()
+        if key is None:
+            self._publish_stats(force=False)
+        cache = self.factory.prompt_cache
+        if cache is not None:  # its work between steps, bounded
+            cache.tick(idle=not self._busy())
+
+    def _step(self, key: str) -> None:
+        hosted = self.pool.models[key]
+        scheduler = hosted.core.scheduler
+        before, rows = scheduler.out.generated_tokens, len(scheduler.running)
+        start = time.perf_counter()
+        events = hosted.core.step()
+        took = time.perf_counter() - start
+        self._step_s += STEP_TIME_WEIGHT * (took - self._step_s)  # a recent step's length
+        self.fair.charge(key, (scheduler.out.generated_tokens - before) / max(1, rows))
+        hosted.touch()
         ended = any(isinstance(e, FinishedEvent | ErrorEvent) for e in events)
         self._publish_stats(force=ended)  # first: a caller told a reply ended sees its stats
         if events:
             self._deliver(events)
 
+    def _handle(self, command: object) -> bool:
+        if isinstance(command, commands.Stop):
+            return False
+        try:
+            if isinstance(command, commands.Submit):
+                self.router.submit(command.request)
+            elif isinstance(command, commands.Cancel):
+                self.router.cancel(command.request_id)
+            elif isinstance(command, commands.Load):
+                self._load(command)
+            elif isinstance(command, commands.Unload):
+                self._unload(command)
+            elif isinstance(command, commands.SetDefault):
+                self._set_default(command)
+            elif isinstance(command, commands.Pin):
+                hosted = self.pool.find(self.router.target_spec(command.model))
+                hosted.pinned = command.pinned
+                self._publish_stats(force=True)  # a caller told it is pinned sees it so
+                command.done(hosted.loaded.info, None)
+            elif isinstance(command, commands.CountTokens):
+                self._count_tokens(command)
+            elif isinstance(command, commands.Call):
+                command.done(command.fn(), None)
+        except BaseException as exc:  # noqa: BLE001 - handed back to whoever asked
+            done = getattr(command, "done", None)
+            if done is None:
+                raise
+            done(None, exc)
+        return True
+
+    def _count_tokens(self, command: commands.CountTokens) -> None:
+        from engine.prompt import apply_chat_template
+
+        key = self.pool.key_of(self.router.target_spec(command.model))
+        hosted = self.pool.models.get(key)
+        if hosted is None:  # its tokenizer alone, on the helper thread
+            future = self.counts.count(key, command.messages, continue_reply=command.continue_reply)
+            future.add_done_callback(lambda f: command.done(*_outcome(f)))
+            return
+        ids = apply_chat_template(
+            command.messages, hosted.loaded.tokenizer, continue_reply=command.continue_reply
+        )
+        command.done(len(ids), None)
+
     # -- models --------------------------------------------------------------------------------
 
-    def _load(self, command: _Load) -> None:
-        from engine.cache.kv_quant import KVQuant
-        from engine.core.engine_core import EngineCore
-        from engine.models import load_model, resolve_model
+    def _set_default(self, command: commands.SetDefault) -> None:
+        self.pool.key_of(command.model)  # a folder that is not a model: refused now
+        self.config = dataclasses.replace(self.config, model=command.model)
+        self.router.config = self.config
+        self._publish_stats(force=True)
+        command.done(None, None)
 
-        def progress(message: str, fraction: float) -> None:
-            self._announce(LoadProgressEvent(message, fraction))
+    def _load(self, command: commands.Load) -> None:
+        spec = self.router.target_spec(command.model)
+        if command.configured:
+            self._set_status("loading")
 
-        self._set_status("loading")
+        def done(info: Any, error: BaseException | None) -> None:
+            if error is None:
+                try:
+                    hosted = self.pool.models[self.pool.key_of(spec)]
+                    if command.configured:  # bad engine settings fail its load, clearly
+                        self.pool.core_of(hosted)
+                    if command.configured_draft:
+                        self._check_configured_draft(hosted)
+                except Exception as exc:  # noqa: BLE001 - handed to the caller
+                    error = exc
+            if command.configured:
+                failed = error is not None
+                self._set_status("error" if failed else "ready", error=str(error or "") or None)
+            self._publish_stats(force=True)
+            command.done(info if error is None else None, error)
+
         try:
-            kv = KVQuant.of(self.config)  # bad settings fail the load with a clear message
-            if not (command.model or "").startswith("random:"):
-                resolve_model(command.model, progress=progress)  # a bad folder: nothing stops
-            if self.core is not None:
-                self.core.scheduler.cancel_all("the model is being switched")
-                self._deliver(self.core.step())
-                self.core = self._target = None
-            target = load_model(command.model, progress=progress)
-            if kv is not None:
-                kv.check_model(target.model)
-        except Exception as exc:  # noqa: BLE001 - reported to the caller, engine keeps going
-            log.warning("model load failed: %s", exc)
-            self._set_status("error" if self._target is None else "ready", error=str(exc))
-            self._announce(EngineErrorEvent(str(exc)))
-            command.done(None, exc)
+            key = self.pool.key_of(spec)
+        except Exception as exc:  # noqa: BLE001 - e.g. a folder that is not a model
+            done(None, exc)
             return
-        self._target = target
-        self.core = EngineCore(target, config=self.config, reuse=self._make_reuse(target))
-        with self._stats_lock:
-            self._stats.model = target.info
-            self._stats.draft_model = None
-            self._stats.status = "ready"
-            self._stats.error = None
-        self._announce(ModelLoadedEvent(target.info))
-        command.done(target.info, None)
+        self.pool.want(key, spec, caller=done, pin=command.pin)
 
-    def _make_reuse(self, target: Any) -> Any:
-        if not self.config.prompt_cache:
-            return None
-        try:
-            from engine.cache import PromptCache
-            from engine.cache.kv_quant import KVQuant
-            from engine.cache.reuse import PromptReuse
+    def _check_configured_draft(self, draft: Any) -> None:
+        target = self.pool.models.get(self.pool.key_of(self.config.model))
+        if target is not None:
+            self.pool.install_draft(target, draft)
 
-            if self._prompt_cache is None:
-                self._prompt_cache = PromptCache.from_config(self.config)
-            return PromptReuse(self._prompt_cache, target, kv=KVQuant.of(self.config))
-        except Exception:  # noqa: BLE001 - the engine works without a prompt cache
-            log.exception("prompt cache unavailable")
-            return None
+    def _load_slice(self) -> None:
+        budget = slice_seconds(self._step_s)
+        key, hosted, error = self.pool.advance(budget, self.router.in_use())
+        if key:
+            self.router.load_ended(key, hosted is not None, error)
 
-    def _load_draft(self, command: _LoadDraft) -> None:
-        from engine.models import ModelLoadError, check_draft_compatible, load_model
-        from engine.speculative.draft_model import DraftModelDrafter
-
-        if self.core is None:
-            command.done(None, ModelLoadError("load a target model before a draft model"))
-            return
-        if command.model is None:
-            self.core.set_drafter(None, name=DraftModelDrafter.name)
-            with self._stats_lock:
-                self._stats.draft_model = None
-            command.done(None, None)
-            return
-        try:
-            draft = load_model(command.model)
-            check_draft_compatible(self._target, draft)
-            drafter = DraftModelDrafter(draft, prefill_chunk=self.config.prefill_chunk)
-        except Exception as exc:  # noqa: BLE001 - reported to the caller, engine keeps going
-            log.warning("draft model load failed: %s", exc)
-            self._announce(EngineErrorEvent(str(exc)))
-            command.done(None, exc)
-            return
-        self.core.set_drafter(drafter)
-        with self._stats_lock:
-            self._stats.draft_model = draft.info
-        self._announce(ModelLoadedEvent(self._target.info, draft.info))
-        command.done(draft.info, None)
+    def _unload(self, command: commands.Unload) -> None:
+        key = self.pool.key_of(self.router.target_spec(command.model))
+        self.pool.check_unload(key, self.router.in_use())
+        info = self.pool.unload(key, "unloaded by hand")
+        self.fair.forget(key)
+        self._publish_stats(force=True)
+        command.done(info, None)
 
     # -- stats ---------------------------------------------------------------------------------
 
@@ -317,39 +324,23 @@ class EngineWorker(threading.Thread):
         if not force and now - self._last_publish < DEFAULT_STATS_PUBLISH_S:
             return
         self._last_publish = now
-        if self.core is None:
-            return
-        s = self.core.scheduler
-        running, waiting = s.counts()
-        generated = s.out.generated_tokens
-        rate = self._rate.add(now, generated)
-        spec = s.spec_snapshot()
+        fresh = self._board.collect(now)
         with self._stats_lock:
-            st = self._stats
-            st.running, st.waiting = running, waiting
-            st.batch_size = len(s.running)
-            st.steps = s.steps
-            st.generated_tokens = generated
-            st.tokens_per_s = rate if (running or waiting) else 0.0
-            st.uptime_s = now - self._started_at
-            st.spec = spec
-            st.spec_recent = self._recent.update(now, spec)
-            st.recent_window_s = self._recent.window_s
-            if self._prompt_cache is not None:
-                st.cache = self._prompt_cache.stats()
-            st.blas = blas.info().name
-            st.device = _device_name()
+            fresh.status, fresh.error = self._stats.status, self._stats.error
+            self._stats = fresh
 
     def _drain_on_stop(self) -> None:
-        if self.core is not None:
-            self.core.scheduler.cancel_all("the engine stopped")
-            self._deliver(self.core.step())
-        if self._prompt_cache is not None:
-            self._prompt_cache.close()  # finishes pending disk writes
+        self.router.end_all("the engine stopped")
+        for hosted in self.pool.models.values():
+            if hosted.core is not None:
+                hosted.core.scheduler.cancel_all("the engine stopped")
+                self._deliver(hosted.core.step())
+        self.pool.close()
+        if self.factory.prompt_cache is not None:
+            self.factory.prompt_cache.close()  # finishes pending disk writes
         self._set_status("stopped")
 
 
-def _device_name() -> str:
-    import mlx.core as mx
-
-    return str(mx.default_device())
+def _outcome(future: Any) -> tuple[Any, BaseException | None]:
+    error = future.exception()
+    return (None, error) if error is not None else (future.result(), None)

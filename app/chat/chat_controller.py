@@ -36,6 +36,7 @@ class ChatController(QObject):
     # No bool payload: PySide6 6.12 loses a reference to True on every Python emit of True.
     busyChanged = Signal()  # read `busy`
     replyStats = Signal(object)  # RequestStats of the running (or last) reply
+    modelLoading = Signal(str)  # what the reply waits for while its model loads; "" once not
     replyFinished = Signal(str)  # "stop", "length", "cancelled" or "error"
     errorOccurred = Signal(str)
     titleChanged = Signal(str)
@@ -62,7 +63,9 @@ class ChatController(QObject):
         self.model.set_messages(store.messages(conversation.id))
         self.queue = PromptQueue(conversation, store=store, model=self.model, parent=self)
         self.queue.restore()
-        self.budget = ContextBudget(bridge, self.request_messages, parent=self)
+        self.budget = ContextBudget(
+            bridge, self.request_messages, model=lambda: self.settings.model, parent=self
+        )
         self.undo_stack = QUndoStack(self)
         self.last_stats: RequestStats | None = store.last_reply_stats(conversation.id)
         if self.last_stats is not None:
@@ -82,6 +85,11 @@ class ChatController(QObject):
         return self.conversation.settings
 
     @property
+    def model_name(self) -> str:
+        """The model this chat runs on (its setting, or the engine's default model)."""
+        return self._bridge.name_for(self.settings.model)
+
+    @property
     def request_id(self) -> str | None:
         return self._stream.request.request_id if self._stream else None
 
@@ -92,10 +100,14 @@ class ChatController(QObject):
         return first_line(sent[0].content) if sent else self.conversation.title
 
     def set_settings(self, settings: ChatSettings) -> None:
-        """Applies to the next reply; the panel shows it at once (settingsChanged)."""
+        """Applies to the next reply (its model and draft too: other chats are not touched);
+        the panel shows it at once (settingsChanged)."""
+        previous = self.conversation.settings
         self.conversation.settings = settings.normalized()
         self._store.save_conversation(self.conversation)
         self.settingsChanged.emit(self.conversation.settings)
+        if self.conversation.settings.model != previous.model:
+            self.budget.refresh()  # another tokenizer and context length
 
     def set_system_prompt(self, text: str) -> None:
         if text != self.conversation.system_prompt:
@@ -314,6 +326,7 @@ class ChatController(QObject):
             sampling=settings.sampling_params(),
             speculative=settings.speculative_params(),
             continue_reply=continue_reply,
+            model=settings.model,  # loaded on first use; other chats are not touched
         )
         stream = ReplyStream(
             request,
@@ -321,13 +334,13 @@ class ChatController(QObject):
             store=self._store,
             bridge=self._bridge,
             model=self.model,
-            settings=settings,
             content=message.content if continue_reply else "",
             spans=message.draft_spans if continue_reply else None,
             persist_interval_s=self._persist_interval,
             parent=self,
         )
         stream.statsChanged.connect(self._on_stats)
+        stream.modelLoading.connect(self.modelLoading)
         stream.ended.connect(lambda reason, error: self._ended(stream, reason, error))
         self._stream = stream
         self.rate_history.clear()

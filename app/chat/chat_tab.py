@@ -47,6 +47,7 @@ class ChatTab(QWidget):
         self._tasks: set[asyncio.Task] = set()
         self._overflow_text = ""
         self._undo_index = 0
+        self._loading = ""  # what the reply waits for while its model loads
 
         self.system_prompt = QLineEdit(controller.conversation.system_prompt)
         self.system_prompt.setObjectName("SystemPrompt")
@@ -139,6 +140,7 @@ class ChatTab(QWidget):
         controller.historyChanged.connect(self._busy_changed)
         controller.titleChanged.connect(self.titleChanged)
         controller.settingsChanged.connect(self._settings_changed)
+        controller.modelLoading.connect(self._model_loading)
         controller.budget.changed.connect(self._budget_changed)
         controller.undo_stack.indexChanged.connect(self._undo_changed)
         self._busy_changed()
@@ -254,7 +256,27 @@ class ChatTab(QWidget):
             self._busy_changed()  # Stop, or Queue once there is text
 
     def _settings_changed(self, settings: ChatSettings) -> None:
-        self.spec_label.setText(f"Speculation: {settings.describe_speculation()}")
+        self._loading = ""
+        self._show_hint()
+
+    def refresh_model(self) -> None:
+        """The chat's model may have a new name (the default model loaded or changed)."""
+        self._show_hint()
+
+    def _model_loading(self, text: str) -> None:
+        self._loading = text
+        self._show_hint()
+
+    def _show_hint(self) -> None:
+        """The chat's model and speculation under the input; what its reply waits for while
+        its model loads."""
+        settings = self.controller.settings
+        model = self.controller.model_name
+        self.spec_label.setText(
+            self._loading or f"{model}  ·  Speculation: {settings.describe_speculation()}"
+        )
+        where = settings.model or "the engine's default model"
+        self.spec_label.setToolTip(f"This chat's model: {model} ({where})")
 
     def _budget_changed(self) -> None:
         budget = self.controller.budget

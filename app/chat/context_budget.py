@@ -39,12 +39,14 @@ class ContextBudget(QObject):
         bridge: EngineBridge,
         messages: Callable[[], Messages],
         *,
+        model: Callable[[], str | None] = lambda: None,
         reply_room: int = DEFAULT_REPLY_ROOM,
         parent: QObject | None = None,
     ) -> None:
         super().__init__(parent)
         self._bridge = bridge
         self._messages = messages  # the request messages of the branch on screen
+        self._model = model  # the chat's model setting (None: the engine's default model)
         self.reply_room = reply_room
         self.used: int | None = None  # tokens of the branch on screen (exact)
         self.with_draft: int | None = None  # tokens with the typed message added (exact)
@@ -58,13 +60,14 @@ class ContextBudget(QObject):
         self._draft_timer.setInterval(DRAFT_COUNT_DELAY_MS)
         self._draft_timer.timeout.connect(lambda: self._count("draft"))
         bridge.modelLoaded.connect(lambda _info: self.refresh())
+        bridge.modelAdded.connect(lambda _info: self.changed.emit())  # its limit may be known now
 
     # -- what the meter shows --------------------------------------------------------------------
 
     @property
     def limit(self) -> int | None:
-        info = self._bridge.model_info
-        return info.context_length if info is not None else None
+        """The context length of the chat's model, once known (it is loaded)."""
+        return self._bridge.context_length(self._model())
 
     @property
     def draft_tokens(self) -> int | None:
@@ -122,7 +125,7 @@ class ContextBudget(QObject):
 
     async def count_with(self, text: str) -> int:
         """Exact prompt tokens of the branch on screen plus `text` as the next message."""
-        return await self._bridge.engine.count_tokens(self._with(text))
+        return await self._bridge.count_tokens(self._with(text), model=self._model())
 
     def fits(self, tokens: int) -> bool:
         limit = self.limit
@@ -171,7 +174,7 @@ class ContextBudget(QObject):
             return
         messages = self._with(draft) if what == "draft" else self._messages()
         try:
-            tokens = await self._bridge.engine.count_tokens(messages)
+            tokens = await self._bridge.count_tokens(messages, model=self._model())
         except Exception as exc:  # noqa: BLE001 - the meter shows "unknown" instead
             log.debug("count_tokens failed: %s", exc)
             return

@@ -18,7 +18,6 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from app.chat.draft_spans import merge, shifted, split_delta
 from app.chat.message_model import MessageListModel
 from app.engine_bridge import EngineBridge
-from app.settings.chat_settings import ChatSettings
 from app.store.conversation_store import Store
 from app.store.records import MessageStatus
 from app.store.reply_stats import encode
@@ -27,8 +26,8 @@ from engine.requests import (
     FinishedEvent,
     FinishReason,
     GenerationRequest,
+    ModelLoadingEvent,
     RequestStats,
-    SpecMethod,
     StatsEvent,
     TokenEvent,
 )
@@ -42,6 +41,7 @@ class ReplyStream(QObject):
     """Streams one request into one assistant message of the store and the model."""
 
     statsChanged = Signal(object)  # RequestStats
+    modelLoading = Signal(str)  # "Loading X: reading weights 40%" while its model loads; "" after
     ended = Signal(str, str)  # reason ("stop", "length", "cancelled", "error"), error or ""
 
     def __init__(
@@ -52,7 +52,6 @@ class ReplyStream(QObject):
         store: Store,
         bridge: EngineBridge,
         model: MessageListModel,
-        settings: ChatSettings,
         content: str = "",
         spans: list[tuple[int, int]] | None = None,
         persist_interval_s: float = DEFAULT_PERSIST_INTERVAL_S,
@@ -66,7 +65,6 @@ class ReplyStream(QObject):
         self.stats: RequestStats | None = None
         self._base = len(content)  # a continuation's new text starts here
         self._store, self._bridge, self._model = store, bridge, model
-        self._settings = settings
         self._interval = persist_interval_s
         self._dirty = False
         self._last_flush = 0.0
@@ -104,11 +102,18 @@ class ReplyStream(QObject):
 
     async def _run(self) -> None:
         status, error, reason = MessageStatus.GENERATING, None, FinishReason.ERROR.value
+        loading = False
         try:
-            await self._load_models()
             stream = self._bridge.submit(self.request)
             try:
                 async for event in stream:
+                    if isinstance(event, ModelLoadingEvent):
+                        loading = True
+                        self.modelLoading.emit(_loading_text(event))
+                        continue
+                    if loading:
+                        loading = False
+                        self.modelLoading.emit("")
                     if isinstance(event, TokenEvent):
                         self._on_tokens(event)
                     elif isinstance(event, StatsEvent):
@@ -137,16 +142,9 @@ class ReplyStream(QObject):
             log.exception("reply failed")
             status, error = MessageStatus.ERROR, str(exc) or type(exc).__name__
         finally:
+            if loading:
+                self.modelLoading.emit("")
             self._end(status, error, reason)
-
-    async def _load_models(self) -> None:
-        """Switch the engine to this chat's model (and draft model) first, if they differ."""
-        settings = self._settings
-        if settings.model and settings.model != self._bridge.model_spec:
-            await self._bridge.load_model(settings.model)
-        uses_draft = settings.spec_method in (SpecMethod.DRAFT_MODEL.value, SpecMethod.AUTO.value)
-        if uses_draft and settings.draft_model and settings.draft_model != self._bridge.draft_spec:
-            await self._bridge.load_draft_model(settings.draft_model)
 
     def _on_tokens(self, event: TokenEvent) -> None:
         if event.text:
@@ -201,6 +199,11 @@ class ReplyStream(QObject):
             if stats is not None:
                 changes["stats"] = stats
             self._model.update(row, error=error, **changes)
+
+
+def _loading_text(event: ModelLoadingEvent) -> str:
+    done = f" {event.fraction:.0%}" if 0 <= event.fraction < 1 else ""
+    return f"Loading {event.model}: {event.message.lower()}{done}"
 
 
 def _clip(spans: list[tuple[int, int]], length: int) -> list[tuple[int, int]]:

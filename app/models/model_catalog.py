@@ -1,5 +1,5 @@
-"""The models the user can pick: the embedded default model, the Hugging Face cache, folders the
-user added. Listing and folder checks come from `engine.models`; nothing here touches MLX."""
+"""The models the user can pick: the built-in model, the Hugging Face cache, folders the user
+added. Listing and folder checks come from the engine (`engine.api`); nothing here touches MLX."""
 
 from __future__ import annotations
 
@@ -9,11 +9,12 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.requests import ModelInfo
+from engine.api import LocalModel, ModelLoadError, list_local_models, validate_model_dir
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MODEL_LABEL = "SmolLM2-135M-Instruct (built in)"
+BUILT_IN_SPEC = "default"  # what the engine calls the built-in model (engine.models.DEFAULT_SPEC)
 SOURCE_LABELS = {"default": "Built in", "hf-cache": "Hugging Face cache", "hf": "Hugging Face cache",
                  "folder": "Added folder", "user": "Added folder"}  # fmt: skip
 
@@ -21,7 +22,7 @@ SOURCE_LABELS = {"default": "Built in", "hf-cache": "Hugging Face cache", "hf": 
 @dataclass(frozen=True)
 class ModelEntry:
     name: str
-    path: str | None  # what to load: a folder or repo id; None: the embedded default model
+    path: str | None  # what to load: a folder, a repo id, or BUILT_IN_SPEC
     size_bytes: int = 0
     source: str = "folder"
     location: str = ""  # the folder on disk, for display
@@ -31,105 +32,81 @@ class ModelEntry:
         return SOURCE_LABELS.get(self.source, self.source.replace("-", " ").capitalize())
 
 
-DEFAULT_ENTRY = ModelEntry(name=DEFAULT_MODEL_LABEL, path=None, source="default")
+DEFAULT_ENTRY = ModelEntry(name=DEFAULT_MODEL_LABEL, path=BUILT_IN_SPEC, source="default")
 
 
 def list_models(extra_dirs: list[str]) -> list[ModelEntry]:
-    """Every model found; the default model first. Falls back to a plain folder scan when the
-    engine has no listing yet."""
-    entries: list[ModelEntry] = []
+    """Every model found; the built-in model first."""
     try:
-        from engine.models import list_local_models
-
-        found = list_local_models([Path(d) for d in extra_dirs])
-    except (ImportError, AttributeError):
-        found = None
-    except Exception:  # noqa: BLE001 - a broken cache folder must not break the dialog
+        found = [_entry(m) for m in list_local_models([Path(d) for d in extra_dirs])]
+    except OSError:  # a broken cache folder must not break the dialog
         log.exception("listing models failed")
-        found = None
-    if found is None:
-        found = [_scan(Path(d)) for d in extra_dirs]
-        found = [entry for entry in found if entry is not None]
+        found = []
+    if not any(e.source == "default" for e in found):
+        found.insert(0, DEFAULT_ENTRY)
+    return found
+
+
+def _entry(model: LocalModel) -> ModelEntry:
+    """The engine's listing entry as the app's."""
+    if model.source == "default":
+        name, spec = DEFAULT_MODEL_LABEL, BUILT_IN_SPEC
     else:
-        found = [_entry(m) for m in found]
-    if not any(e.source == "default" or e.path is None for e in found):
-        entries.append(DEFAULT_ENTRY)
-    entries.extend(found)
-    return entries
-
-
-def _entry(model) -> ModelEntry:
-    """An engine.models.ModelEntry as the app's entry."""
-    source = str(getattr(model, "source", "folder"))
-    spec = getattr(model, "spec", None) or (
-        str(model.path) if getattr(model, "path", None) else None
-    )
-    name = str(getattr(model, "name", "") or spec)
-    if source == "default":
-        spec, name = None, DEFAULT_MODEL_LABEL
-    return ModelEntry(
-        name=name,
-        path=spec,
-        size_bytes=int(getattr(model, "size_bytes", 0) or 0),
-        source=source,
-        location=str(getattr(model, "path", "") or ""),
-    )
+        name, spec = model.name, model.spec
+    return ModelEntry(name, spec, model.size_bytes, model.source, str(model.path))
 
 
 def validate_folder(path: str) -> str | None:
     """Why `path` cannot be a model folder, or None when it looks fine."""
     try:
-        from engine.models import validate_model_dir
-    except (ImportError, AttributeError):
-        validate_model_dir = None
-    if validate_model_dir is not None:
-        try:
-            result = validate_model_dir(Path(path))
-        except Exception as exc:  # noqa: BLE001 - the engine's reason is the message
-            return str(exc)
-        return result if isinstance(result, str) else None
-    folder = Path(path)
-    if not folder.is_dir():
-        return f"{path} is not a folder"
-    if not (folder / "config.json").is_file():
-        return f"{folder.name} has no config.json: not an MLX / Hugging Face model folder"
-    if not any(folder.glob("*.safetensors")):
-        return f"{folder.name} has no .safetensors weights"
+        validate_model_dir(Path(path))
+    except ModelLoadError as exc:
+        return str(exc)
     return None
 
 
-def check_draft(target: ModelInfo | None, draft_path: str | None) -> str | None:
-    """Why `draft_path` cannot draft for `target`, or None when it can (or when unknown).
+def check_draft(
+    target_folder: str | None, draft_path: str | None, *, target_vocab: int | None = None
+) -> str | None:
+    """Why `draft_path` cannot draft for the model in `target_folder`, or None when it can (or
+    when that cannot be told from the files).
 
     A first check from the folders' files (vocabulary size, tokenizer vocabulary); the engine
-    checks again when it loads the draft (engine.models.check_draft_compatible)."""
+    checks again when the chat's next reply uses the draft (engine.models.check_draft_compatible).
+    `target_vocab`: the target's vocabulary size when known (else read from its config.json)."""
     if not draft_path:
         return None
     problem = validate_folder(draft_path)
     if problem:
         return problem
     draft = Path(draft_path)
-    if target is None:
+    if not target_folder:
         return None
-    if target.path and Path(target.path).resolve() == draft.resolve():
-        return "the draft model is the loaded model itself"
+    target = Path(target_folder)
+    if target.resolve() == draft.resolve():
+        return "the draft model is this chat's model itself"
     vocab = _vocab_size(draft)
-    if vocab is not None and target.vocab_size and vocab != target.vocab_size:
+    target_vocab = target_vocab or _vocab_size(target)
+    if vocab is not None and target_vocab and vocab != target_vocab:
         return (
-            f"its vocabulary has {vocab} tokens, the loaded model's has {target.vocab_size}: "
+            f"its vocabulary has {vocab} tokens, this chat's model's has {target_vocab}: "
             "a draft model must share the target's tokenizer"
         )
-    mine, theirs = _tokenizer_digest(draft), _tokenizer_digest(Path(target.path or ""))
+    mine, theirs = _tokenizer_digest(draft), _tokenizer_digest(target)
     if mine and theirs and mine != theirs:
-        return "its tokenizer differs from the loaded model's: a draft must share the tokenizer"
+        return "its tokenizer differs from this chat's model's: a draft must share the tokenizer"
     return None
 
 
-def _scan(folder: Path) -> ModelEntry | None:
-    if validate_folder(str(folder)):
+def model_folder(spec: str | None, entries: list[ModelEntry]) -> str | None:
+    """The folder a chat's model setting names (a listed repo id's snapshot, or the folder
+    itself); None for the default model or when unknown."""
+    if spec is None:
         return None
-    size = sum(p.stat().st_size for p in folder.glob("*.safetensors"))
-    return ModelEntry(name=folder.name, path=str(folder), size_bytes=size, source="folder")
+    for entry in entries:
+        if entry.path == spec and entry.location:
+            return entry.location
+    return spec if Path(spec).expanduser().is_dir() else None
 
 
 def _vocab_size(folder: Path) -> int | None:

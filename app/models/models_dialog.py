@@ -1,8 +1,11 @@
-"""The Models window: models found (built in, Hugging Face cache, added folders), their size,
-the loaded model's memory, load / switch, clear errors for folders that are not models, and the
-prompt cache's size on disk (with "Clear prompt cache")."""
+"""The Models window: the models the engine holds (memory, state, the chats that use each;
+unload and pin), the models found (built in, Hugging Face cache, added folders) to load next to
+them or to make the default, clear errors for folders that are not models, and the prompt
+cache's size on disk (with "Clear prompt cache")."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
@@ -21,6 +24,8 @@ from PySide6.QtWidgets import (
 
 from app.engine_bridge import EngineBridge
 from app.formatting import fmt_bytes, fmt_count
+from app.models.loaded_models_model import ChatUse
+from app.models.loaded_models_panel import LoadedModelsPanel
 from app.models.model_catalog import ModelEntry, list_models, validate_folder
 from app.models.prompt_cache_clearer import PromptCacheClearer
 from app.store.conversation_store import Store
@@ -31,19 +36,29 @@ COLUMNS = ("Name", "Source", "Size", "Location")
 
 
 class ModelsDialog(QDialog):
-    """Pick, add and load models; see and clear the prompt cache."""
+    """See, load, unload and pin models; add folders; see and clear the prompt cache."""
 
     modelsChanged = Signal(list)  # list[ModelEntry], after a refresh
 
     def __init__(
-        self, bridge: EngineBridge, store: Store, clearer: PromptCacheClearer, parent=None
+        self,
+        bridge: EngineBridge,
+        store: Store,
+        clearer: PromptCacheClearer,
+        parent=None,
+        *,
+        chats: Callable[[], list[ChatUse]] = list,
     ) -> None:
         super().__init__(parent)
         self.setWindowTitle("Models")
-        self.resize(760, 440)
+        self.resize(820, 620)
         self._bridge = bridge
         self._store = store
+        self._chats = chats  # the open chats: which model each uses
         self.entries: list[ModelEntry] = []
+        self.loaded_panel = LoadedModelsPanel()
+        self.loaded_panel.unloadRequested.connect(bridge.request_unload)
+        self.loaded_panel.pinRequested.connect(bridge.request_pin)
 
         self.loaded = QLabel()
         self.loaded.setWordWrap(True)
@@ -78,7 +93,13 @@ class ModelsDialog(QDialog):
         refresh.clicked.connect(self.refresh)
         self.load_button = QPushButton("Load")
         self.load_button.setObjectName("PrimaryButton")
+        self.load_button.setToolTip("Load it next to the others (chats that use it start at once)")
         self.load_button.clicked.connect(self.load_selected)
+        self.default_button = QPushButton("Make default")
+        self.default_button.setToolTip(
+            'Chats set to "Default model" use it from their next reply; nothing is cancelled'
+        )
+        self.default_button.clicked.connect(self.make_selected_default)
         close = QPushButton("Close")
         close.clicked.connect(self.close)
         self._clearer = clearer
@@ -100,6 +121,7 @@ class ModelsDialog(QDialog):
         buttons.addWidget(add)
         buttons.addWidget(refresh)
         buttons.addStretch(1)
+        buttons.addWidget(self.default_button)
         buttons.addWidget(self.load_button)
         buttons.addWidget(close)
 
@@ -107,6 +129,9 @@ class ModelsDialog(QDialog):
         layout.setContentsMargins(16, 16, 16, 16)
         layout.setSpacing(10)
         layout.addWidget(self.loaded)
+        layout.addWidget(_heading("Loaded"))
+        layout.addWidget(self.loaded_panel, 1)
+        layout.addWidget(_heading("Found on this computer"))
         layout.addWidget(self.table, 1)
         layout.addWidget(self.error)
         progress_row = QHBoxLayout()
@@ -119,7 +144,10 @@ class ModelsDialog(QDialog):
         bridge.loadStarted.connect(self._load_started)
         bridge.loadProgress.connect(self._load_progress)
         bridge.modelLoaded.connect(self._model_loaded)
+        bridge.modelAdded.connect(lambda _info: self._load_ended())
+        bridge.modelRemoved.connect(lambda _info, _why: bridge.poll_stats())
         bridge.loadFailed.connect(self._load_failed)
+        bridge.actionFailed.connect(self.show_error)
         bridge.statsUpdated.connect(self._stats)
         self._show_loaded(bridge.model_info)
         self._stats(bridge.stats())
@@ -158,10 +186,22 @@ class ModelsDialog(QDialog):
         return None
 
     def load_selected(self) -> None:
-        row = self.table.currentRow()
-        if 0 <= row < len(self.entries):
+        """Load the selected model next to the others (nothing is cancelled)."""
+        entry = self._selected_entry()
+        if entry is not None:
             self.error.setVisible(False)
-            self._bridge.request_load(self.entries[row].path)
+            self._bridge.request_load(entry.path)
+
+    def make_selected_default(self) -> None:
+        """Chats set to "Default model" use the selected model from their next reply."""
+        entry = self._selected_entry()
+        if entry is not None:
+            self.error.setVisible(False)
+            self._bridge.request_default(entry.path)
+
+    def _selected_entry(self) -> ModelEntry | None:
+        row = self.table.currentRow()
+        return self.entries[row] if 0 <= row < len(self.entries) else None
 
     def select_path(self, path: str | None) -> bool:
         for row, entry in enumerate(self.entries):
@@ -189,11 +229,11 @@ class ModelsDialog(QDialog):
 
     def _show_loaded(self, info: ModelInfo | None) -> None:
         if info is None:
-            self.loaded.setText("<b>No model loaded</b>")
+            self.loaded.setText("<b>No default model loaded</b>")
             return
         context = f"{info.context_length:,} tokens" if info.context_length else "unknown"
         self.loaded.setText(
-            f"<b>Loaded:</b> {info.name} &nbsp;·&nbsp; {info.architecture} &nbsp;·&nbsp; "
+            f"<b>Default model:</b> {info.name} &nbsp;·&nbsp; {info.architecture} &nbsp;·&nbsp; "
             f"{fmt_count(info.parameters)} parameters &nbsp;·&nbsp; {info.dtype} &nbsp;·&nbsp; "
             f"{fmt_bytes(info.bytes)} in memory &nbsp;·&nbsp; context {context}"
         )
@@ -202,7 +242,6 @@ class ModelsDialog(QDialog):
         self.progress.setVisible(True)
         self.progress.setRange(0, 0)
         self.progress_label.setText(f"Loading {spec or 'the built-in model'}…")
-        self.load_button.setEnabled(False)
 
     def _load_progress(self, message: str, fraction: float) -> None:
         if fraction >= 0:
@@ -211,19 +250,22 @@ class ModelsDialog(QDialog):
         self.progress_label.setText(message)
 
     def _model_loaded(self, info: ModelInfo) -> None:
-        self.progress.setVisible(False)
-        self.progress_label.setText("")
-        self.load_button.setEnabled(True)
+        self._load_ended()
         self._show_loaded(info)
         self._select_loaded()
 
+    def _load_ended(self) -> None:
+        if not (self._bridge.loads or self._bridge.loading):
+            self.progress.setVisible(False)
+            self.progress_label.setText("")
+        self._bridge.poll_stats()
+
     def _load_failed(self, message: str) -> None:
-        self.progress.setVisible(False)
-        self.progress_label.setText("")
-        self.load_button.setEnabled(True)
+        self._load_ended()
         self.show_error(f"Could not load the model: {message}")
 
     def _stats(self, stats: EngineStats) -> None:
+        self.loaded_panel.update_models(stats, self._chats(), self._bridge.model_for)
         cache = stats.cache
         entries = f" in {cache.disk_entries} files" if cache.disk_entries else ""
         self.cache_label.setText(
@@ -232,4 +274,10 @@ class ModelsDialog(QDialog):
 
     def showEvent(self, event) -> None:
         super().showEvent(event)
-        self.load_button.setEnabled(not self._bridge.loading)
+        self._bridge.poll_stats()
+
+
+def _heading(text: str) -> QLabel:
+    label = QLabel(text)
+    label.setObjectName("CardTitle")
+    return label

@@ -94,12 +94,11 @@ class ChatCard(MetricCard):
 
     def _settings_changed(self, settings: ChatSettings) -> None:
         lines = [
+            f"Model: {self._controller.model_name}" if self._controller else "",
             f"Speculation: {settings.describe_speculation()}",
             f"Max tokens {settings.max_tokens} · temperature {settings.temperature:g}",
         ]
-        if settings.model:
-            lines.append(f"Model: {settings.model.rstrip('/').rsplit('/', 1)[-1]}")
-        self.spec.setText("\n".join(lines))
+        self.spec.setText("\n".join(line for line in lines if line))
         if settings.spec_method != self._stats_method:
             self._stats_method = None  # the figures shown were made with another method
         self._show_verdict()

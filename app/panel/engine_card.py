@@ -1,5 +1,6 @@
-"""The live panel's "Engine" card: throughput and batch for every chat together, and speculation
-over the last minute or since the engine started (a toggle says which)."""
+"""The live panel's "Engine" card: the models it holds, throughput and batch for every chat
+together, and speculation over the last minute or since the engine started (a toggle says
+which)."""
 
 from __future__ import annotations
 
@@ -69,7 +70,15 @@ class EngineCard(MetricCard):
     def update_stats(self, stats: EngineStats) -> None:
         self.stats = stats
         self._rates.append(stats.tokens_per_s)
-        if stats.model is not None:
+        ready = [m for m in stats.models if m.status == "ready"]
+        if len(ready) > 1:  # several models: each with its memory, the budget last
+            model = "\n".join(
+                f"{m.name}  ·  {fmt_bytes(m.memory_bytes)}" + ("  ·  busy" if m.busy else "")
+                for m in ready
+            )
+            model += f"\nMemory {fmt_bytes(stats.memory_used_bytes)} of "
+            model += fmt_bytes(stats.memory_budget_bytes)
+        elif stats.model is not None:
             model = f"{stats.model.name}  ·  {fmt_bytes(stats.model.bytes)}"
             if stats.draft_model is not None:
                 model += f"\nDraft: {stats.draft_model.name}"

@@ -53,7 +53,7 @@ SPEC_METHOD_DESCRIPTIONS: dict[str, str] = {
 
 @dataclass(frozen=True)
 class ChatSettings:
-    model: str | None = None  # None: the model the engine has loaded (the default model at first)
+    model: str | None = None  # a folder or repo id; None: the engine's default model
     spec_method: str = SpecMethod.OFF.value
     draft_tokens: int = DEFAULT_DRAFT_TOKENS
     draft_model: str | None = None
@@ -123,12 +123,17 @@ class ChatSettings:
             seed=self.seed,
         )
 
+    @property
+    def uses_draft_model(self) -> bool:
+        return self.spec_method in (SpecMethod.DRAFT_MODEL.value, SpecMethod.AUTO.value)
+
     def speculative_params(self) -> SpeculativeParams:
         return SpeculativeParams(
             method=SpecMethod(self.spec_method),
             draft_tokens=self.draft_tokens,
             ngram_min=self.ngram_min,
             ngram_max=self.ngram_max,
+            draft_model=self.draft_model if self.uses_draft_model else None,
         )
 
     def describe_speculation(self) -> str:
@@ -140,10 +145,7 @@ class ChatSettings:
         parts = [label] if auto else [label, f"k={self.draft_tokens}"]
         if self.spec_method in (SpecMethod.PROMPT_LOOKUP.value, SpecMethod.AUTO.value):
             parts.append(f"n-gram {self.ngram_min}-{self.ngram_max}")
-        if self.draft_model and self.spec_method in (
-            SpecMethod.DRAFT_MODEL.value,
-            SpecMethod.AUTO.value,
-        ):
+        if self.draft_model and self.uses_draft_model:
             parts.append(f"draft {_short_name(self.draft_model)}")
         elif self.spec_method == SpecMethod.DRAFT_MODEL.value:
             parts.append("no draft model chosen")

@@ -20,7 +20,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.models.model_catalog import ModelEntry, check_draft
+from app.models.model_catalog import ModelEntry, check_draft, model_folder
 from app.settings.chat_settings import (
     MAX_MAX_TOKENS,
     MAX_NGRAM,
@@ -32,7 +32,7 @@ from app.widgets.form_fields import FIELD_MIN_WIDTH, float_field, int_field, sel
 from app.widgets.metric_card import MetricCard
 from engine.requests import MAX_DRAFT_TOKENS, ModelInfo, SpecMethod
 
-LOADED_MODEL_TEXT = "Loaded model"
+DEFAULT_MODEL_TEXT = "Default model"
 NO_DRAFT_TEXT = "None"
 SYSTEM_PROMPT_SAVE_MS = 400  # the default system prompt is stored once typing pauses
 SYSTEM_PROMPT_LINES = 3
@@ -53,7 +53,8 @@ class ChatSettingsForm(QScrollArea):
         self.setWidgetResizable(True)
         self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self._settings = ChatSettings()
-        self._target: ModelInfo | None = None
+        self._target: ModelInfo | None = None  # the engine's default model
+        self._entries: list[ModelEntry] = []
         self._updating = False
 
         body = QWidget()
@@ -64,7 +65,10 @@ class ChatSettingsForm(QScrollArea):
 
         model_card = MetricCard("Model")
         self.model_combo = QComboBox()
-        self.model_combo.setToolTip("The model this chat uses (switching reloads the engine)")
+        self.model_combo.setToolTip(
+            "The model this chat uses from its next reply: loaded on first use, while other "
+            "chats keep theirs"
+        )
         model_card.add_widget(self.model_combo)
         layout.addWidget(model_card)
 
@@ -230,8 +234,9 @@ class ChatSettingsForm(QScrollArea):
         """The models offered for the chat and as draft models."""
         self._updating = True
         try:
+            self._entries = list(entries)
             self.model_combo.clear()
-            self.model_combo.addItem(LOADED_MODEL_TEXT, None)
+            self.model_combo.addItem(self._default_text(), None)
             self.draft_model.clear()
             self.draft_model.addItem(NO_DRAFT_TEXT, None)
             for entry in entries:
@@ -245,8 +250,13 @@ class ChatSettingsForm(QScrollArea):
             self._updating = False
 
     def set_target(self, info: ModelInfo | None) -> None:
-        """The loaded model, against which draft models are checked."""
+        """The engine's default model (what "Default model" means here)."""
         self._target = info
+        self.model_combo.setItemText(0, self._default_text())
+
+    def _default_text(self) -> str:
+        name = self._target.name if self._target is not None else None
+        return f"{DEFAULT_MODEL_TEXT} ({name})" if name else DEFAULT_MODEL_TEXT
 
     def show_draft_error(self, message: str) -> None:
         self.draft_error.setText(message)
@@ -313,7 +323,16 @@ class ChatSettingsForm(QScrollArea):
         if self._updating:
             return
         path = self.draft_model.currentData()
-        reason = check_draft(self._target, path)
+        model = self.model_combo.currentData()
+        if model is None:
+            target = self._target
+            reason = check_draft(
+                target.path if target else None,
+                path,
+                target_vocab=target.vocab_size if target else None,
+            )
+        else:
+            reason = check_draft(model_folder(model, self._entries), path)
         if reason:
             message = f"Draft model refused: {reason}."
             self.draft_error.setText(message)

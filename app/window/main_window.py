@@ -13,6 +13,7 @@ from PySide6.QtWidgets import QMainWindow, QTabWidget, QVBoxLayout, QWidget
 from app.chat.chat_tab import ChatTab
 from app.engine_bridge import EngineBridge
 from app.formatting import fmt_bytes
+from app.models.loaded_models_model import ChatUse
 from app.models.models_dialog import ModelsDialog
 from app.models.prompt_cache_clearer import PromptCacheClearer
 from app.panel.engine_card import DEFAULT_SCOPE
@@ -200,13 +201,26 @@ class MainWindow(QMainWindow):
     def show_models(self) -> ModelsDialog:
         dialog = self._dialogs.get("models")
         if dialog is None:
-            dialog = ModelsDialog(self.bridge, self.store, self.cache_clearer, self)
+            dialog = ModelsDialog(
+                self.bridge, self.store, self.cache_clearer, self, chats=self._chat_uses
+            )
             dialog.modelsChanged.connect(self.settings_form.set_models)
             self._dialogs["models"] = dialog
         dialog.refresh()
         dialog.show()
         dialog.raise_()
         return dialog
+
+    def _chat_uses(self) -> list[ChatUse]:
+        """Every open chat's title, model setting and running request (for the Models window)."""
+        return [
+            ChatUse(
+                t.controller.conversation.title,
+                t.controller.settings.model,
+                t.controller.request_id,
+            )
+            for t in self.chat_tabs()
+        ]
 
     def show_shortcuts(self) -> ShortcutsDialog:
         dialog = ShortcutsDialog(self.menuBar(), self)

@@ -1,9 +1,8 @@
-"""The settings dock's controller: the form edits the current chat's settings, its draft model is
-checked by loading it, and the defaults for new chats are saved."""
+"""The settings dock's controller: the form edits the current chat's settings (its model and
+draft model too: they apply from the chat's next reply, which loads them if needed, and never
+touch another chat), and the defaults for new chats are saved."""
 
 from __future__ import annotations
-
-import asyncio
 
 from PySide6.QtCore import QObject
 
@@ -38,7 +37,6 @@ class SettingsController(QObject):
         self._store = store
         self._bridge = bridge
         self._status = status
-        self._tasks: set[asyncio.Task] = set()
         form.settingsEdited.connect(self._edited)
         form.saveAsDefault.connect(self._save_default)
         form.resetRequested.connect(self._reset)
@@ -72,29 +70,7 @@ class SettingsController(QObject):
         controller = self._tabs.current_controller()
         if controller is None:
             return
-        previous = controller.settings
         controller.set_settings(settings)
-        if settings.draft_model and settings.draft_model != previous.draft_model:
-            task = asyncio.ensure_future(
-                self._verify_draft(controller, settings.draft_model, previous.draft_model)
-            )
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-
-    async def _verify_draft(
-        self, controller: ChatController, path: str, previous: str | None
-    ) -> None:
-        """Load the chosen draft model; if the engine refuses it, undo the choice and say why."""
-        try:
-            await self._bridge.load_draft_model(path)
-        except Exception as exc:  # noqa: BLE001 - the reason is shown to the user
-            if controller.settings.draft_model == path:
-                controller.set_settings(controller.settings.replace(draft_model=previous))
-                if controller is self._tabs.current_controller():
-                    self.form.set_settings(controller.settings)
-            message = f"Draft model refused: {exc}"
-            self.form.show_draft_error(message)
-            self._status.show_message(message, error=True)
 
     def _save_default(self, settings: ChatSettings) -> None:
         self._store.set_default_chat_settings(settings)

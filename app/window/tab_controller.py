@@ -44,6 +44,8 @@ class TabController(QObject):
         tabs.currentChanged.connect(self._current_changed)
         self.tab_bar.tabMoved.connect(lambda _a, _b: self.save_order())
         self.tab_bar.tabRenamed.connect(lambda i, text: self.tab(i).controller.rename(text))
+        bridge.modelLoaded.connect(lambda _info: self._models_changed())
+        bridge.modelAdded.connect(lambda _info: self._models_changed())
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -177,17 +179,25 @@ class TabController(QObject):
         tab.titleChanged.connect(lambda title, t=tab: self._title_changed(t, title))
         controller.busyChanged.connect(lambda t=tab: self._busy_changed(t))
         controller.replyFinished.connect(lambda _reason: self.conversationsChanged.emit())
+        controller.settingsChanged.connect(lambda _settings: self._retitle())
         self._retitle()
         self.tabAdded.emit(tab)
         return tab
 
     def _retitle(self) -> None:
-        """Short titles that tell the tabs apart; the full title is the tooltip."""
-        titles = [tab.controller.conversation.title for tab in self.chat_tabs()]
-        for index, (title, short) in enumerate(zip(titles, distinct_titles(titles))):
+        """Short titles that tell the tabs apart; the tooltip has the full title and the
+        chat's model."""
+        tabs = self.chat_tabs()
+        titles = [tab.controller.conversation.title for tab in tabs]
+        for index, (tab, title, short) in enumerate(zip(tabs, titles, distinct_titles(titles))):
             if self.tabs.tabText(index) != short:
                 self.tabs.setTabText(index, short)
-            self.tabs.setTabToolTip(index, title)
+            self.tabs.setTabToolTip(index, f"{title}\nModel: {tab.controller.model_name}")
+
+    def _models_changed(self) -> None:
+        self._retitle()
+        for tab in self.chat_tabs():
+            tab.refresh_model()
 
     def _title_changed(self, tab: ChatTab, title: str) -> None:
         self._retitle()

@@ -144,7 +144,7 @@ async def bench(args: argparse.Namespace) -> dict:
     await eng.wait_ready()
     if args.model and args.model.startswith("random:"):
         # the engine built its own random weights: give the baselines the very same ones
-        model = await eng.run_on_engine_thread(lambda: eng._worker.target.model)
+        model = await eng.run_on_engine_thread(lambda: eng._worker.core_for().target.model)
     references: dict[tuple[int, ...], list[int]] = {}
     configs = spec_configs(args)
 
@@ -219,7 +219,7 @@ async def take_timing(eng: Engine) -> StepTiming:
     """The engine's step timing since the last call (reset for the next run)."""
 
     def swap() -> StepTiming:
-        scheduler = eng._worker.core.scheduler
+        scheduler = eng._worker.core_for().scheduler
         timing, scheduler.timing = scheduler.timing, StepTiming()
         return timing
 

@@ -105,8 +105,10 @@ async def run_ours(
     max_tokens: int,
     *,
     speculative: SpeculativeParams | list[SpeculativeParams] | None = None,
+    model: str | None = None,
 ) -> RunResult:
-    """Our engine, all requests submitted at once through the public API."""
+    """Our engine, all requests submitted at once through the public API (on `model`; None:
+    the engine's default model)."""
     start = time.perf_counter()
     specs = speculative if isinstance(speculative, list) else [speculative] * len(prompts)
     totals = SpecStats()
@@ -115,7 +117,10 @@ async def run_ours(
         tokens: list[int] = []
         first = None
         request = GenerationRequest(
-            prompt_tokens=prompt, max_tokens=max_tokens, speculative=spec or SpeculativeParams()
+            prompt_tokens=prompt,
+            max_tokens=max_tokens,
+            speculative=spec or SpeculativeParams(),
+            model=model,
         )
         async for event in engine.submit(request):
             if isinstance(event, TokenEvent) and event.token_ids and first is None:

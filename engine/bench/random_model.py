@@ -68,12 +68,10 @@ def tokenizer_dir() -> Path:
     return ensure_default_model()
 
 
-def load_random(spec: str, *, seed: int = 0) -> Any:
-    """A LoadedModel with random weights of the preset's shape."""
-    from mlx_lm.tokenizer_utils import load as load_tokenizer
-
+def open_random(spec: str, *, seed: int = 0) -> Any:
+    """An OpenedModel (engine.models) with lazy random weights of the preset's shape."""
     from engine.cache.mlx_lm_private import model_classes
-    from engine.models import LoadedModel
+    from engine.models import LoadedModel, OpenedModel
 
     preset = spec[len(RANDOM_PREFIX) :]
     size = preset.removeprefix(HYBRID_PREFIX)
@@ -99,31 +97,43 @@ def load_random(spec: str, *, seed: int = 0) -> Any:
     model = model_class(args)
     # small weights keep bf16 activations finite through many random layers
     model.update(nn.utils.tree_map(lambda p: (p * 0.02).astype(dtype), model.parameters()))
-    mx.eval(model.parameters())
     folder = tokenizer_dir()
-    tokenizer = load_tokenizer(folder)
     n_params = sum(v.size for _, v in nn.utils.tree_flatten(model.parameters()))
-    info = ModelInfo(
-        name=f"random-{preset} ({n_params / 1e9:.2f}B, {dtype})",
-        path=str(folder),
-        architecture=config["model_type"],
-        parameters=n_params,
-        bytes=n_params * dtype.size,
-        vocab_size=VOCAB_SIZE,
-        context_length=config["max_position_embeddings"],
-        dtype=str(dtype),
-    )
+    name = f"random-{preset} ({n_params / 1e9:.2f}B, {dtype})"
     # the prompt cache's namespace: these weights are the preset's shapes, the seed and the dtype
     weights_id = json.dumps(
         {"random": preset, "args": config, "seed": seed, "dtype": str(dtype)},
         sort_keys=True,
         default=str,
     )
-    return LoadedModel(
-        model=model,
-        tokenizer=tokenizer,
-        path=folder,
-        info=info,
-        config=config,
-        weights_id=weights_id,
-    )
+
+    def finish(model: Any, tokenizer: Any) -> Any:
+        info = ModelInfo(
+            name=name,
+            path=str(folder),
+            architecture=config["model_type"],
+            parameters=n_params,
+            bytes=n_params * dtype.size,
+            vocab_size=VOCAB_SIZE,
+            context_length=config["max_position_embeddings"],
+            dtype=str(dtype),
+        )
+        return LoadedModel(
+            model=model,
+            tokenizer=tokenizer,
+            path=folder,
+            info=info,
+            config=config,
+            weights_id=weights_id,
+        )
+
+    return OpenedModel(model, name, folder, None, finish)
+
+
+def load_random(spec: str, *, seed: int = 0) -> Any:
+    """A LoadedModel with random weights of the preset's shape."""
+    from engine.models import load_tokenizer
+
+    opened = open_random(spec, seed=seed)
+    mx.eval(opened.weights)
+    return opened.finish(opened.model, load_tokenizer(opened))

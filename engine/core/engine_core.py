@@ -13,6 +13,7 @@ from engine.config import EngineConfig
 from engine.core.batch_check import batching_problem, speculation_problem
 from engine.core.executor import ModelExecutor
 from engine.core.scheduler import Scheduler
+from engine.hosting.memory_budget import held_bytes
 from engine.requests import Event, GenerationRequest
 from engine.speculative.drafter import Drafter
 from engine.speculative.policy import SpeculationPolicy
@@ -46,14 +47,35 @@ class EngineCore:
 
     # -- commands ------------------------------------------------------------------------------
 
-    def add(self, request: GenerationRequest) -> list[Event]:
-        return self.scheduler.add(request)
+    def add(
+        self, request: GenerationRequest, *, draft: str | None = None, arrival: float | None = None
+    ) -> list[Event]:
+        """Queue a request; `draft`: the drafter name of its draft model (installed first);
+        `arrival`: when the engine got it (perf_counter), when that was before now."""
+        return self.scheduler.add(request, draft=draft, arrival=arrival)
 
     def cancel(self, request_id: str) -> None:
         self.scheduler.cancel(request_id)
 
     def has_work(self) -> bool:
         return self.scheduler.has_work()
+
+    def has_requests(self) -> bool:
+        """Requests that have not ended (rows that ended but are still leaving do not count)."""
+        return bool(self.scheduler.states())
+
+    def request_ids(self) -> list[str]:
+        return [state.request_id for state in self.scheduler.states()]
+
+    def drafting_with(self, name: str) -> list[str]:
+        """The requests whose rows draft (or may draft) with the drafter `name`."""
+        return [s.request_id for s in self.scheduler.states() if s.draft == name]
+
+    def cache_bytes(self) -> int:
+        """What its rows' caches hold: the batch, prompts being processed, drafters' caches."""
+        executor = self.executor
+        held = held_bytes(executor.batch.cache) + held_bytes(list(executor.prefilling.values()))
+        return held + sum(d.cache_bytes() for d in executor.drafters.values())
 
     def set_drafter(self, drafter: Drafter | None, *, name: str | None = None) -> None:
         """Install a drafter under its name (None with a name removes it). It serves running

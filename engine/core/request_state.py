@@ -43,6 +43,7 @@ class RequestState:
     ends_with: FinishReason | None = None  # EOS or max tokens reached; text not yet streamed
     eos_token: int | None = None  # the end-of-sequence token that ended it (fed, not in the reply)
     recent: RecentAcceptance = field(default_factory=RecentAcceptance)
+    draft: str | None = None  # the drafter name of its draft model ("draft" and "auto"), if any
 
     @property
     def request_id(self) -> str:

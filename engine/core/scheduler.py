@@ -66,6 +66,10 @@ class Scheduler:
     def has_work(self) -> bool:
         return bool(self.waiting or self.prefilling or self.running or self._leaving)
 
+    def states(self) -> list[RequestState]:
+        """Every request it holds that has not ended: waiting, prefilling, running."""
+        return [*self.waiting, *self.prefilling, *self.running]
+
     def counts(self) -> tuple[int, int]:
         """(running, waiting): running includes rows being prefilled."""
         return len(self.running) + len(self.prefilling), len(self.waiting)
@@ -79,10 +83,16 @@ class Scheduler:
 
     # -- commands ------------------------------------------------------------------------------
 
-    def add(self, request: GenerationRequest) -> list[Event]:
-        """Queue a request; a request that cannot run ends at once with an ErrorEvent."""
+    def add(
+        self, request: GenerationRequest, *, draft: str | None = None, arrival: float | None = None
+    ) -> list[Event]:
+        """Queue a request (`draft`: the drafter name of its draft model, if it uses one;
+        `arrival`: when the engine got it, if it waited for a model to load first); a request
+        that cannot run ends at once with an ErrorEvent."""
         try:
-            state = self._new_state(request)
+            state = self._new_state(request, draft)
+            if arrival is not None:
+                state.arrival = arrival  # its time to first token counts the load it waited for
         except Exception as exc:  # noqa: BLE001 - any bad input fails this request only
             log.info("request %s refused: %s", request.request_id, exc)
             return [ErrorEvent(request.request_id, str(exc))]
@@ -257,12 +267,12 @@ class Scheduler:
 
     # -- admission -----------------------------------------------------------------------------
 
-    def _new_state(self, request: GenerationRequest) -> RequestState:
+    def _new_state(self, request: GenerationRequest, draft: str | None) -> RequestState:
         tokenizer = self.target.tokenizer
         vocab = self.target.info.vocab_size
         prompt = build_prompt(request, tokenizer, vocab_size=vocab)
         validate_sampling(request.sampling, vocab)
-        self.policy.check(request.speculative)
+        self.policy.check(request.speculative, draft=draft)
         max_new = request.max_tokens
         context = self.context_length
         if context is not None:
@@ -282,6 +292,7 @@ class Scheduler:
                 continues=request.continue_reply,
             ),
             max_new_tokens=max_new,
+            draft=draft,
         )
         state.stats.prompt_tokens = len(prompt)
         return state

@@ -27,6 +27,7 @@ from mlx_lm.models.cache import KVCache, RotatingKVCache, make_prompt_cache
 from engine.cache.batch_rows import merge_row_cache
 from engine.cache.recurrent import has_recurrent
 from engine.config import DEFAULT_PREFILL_CHUNK
+from engine.hosting.memory_budget import held_bytes
 from engine.requests import SpecMethod
 from engine.speculative.drafter import Drafter, DraftRow
 from engine.speculative.rollback import rollback_rows
@@ -96,6 +97,9 @@ class DraftModelDrafter(Drafter):
             del self._joining[rid]
         if gone & set(self._ids):
             self._keep([i for i, rid in enumerate(self._ids) if rid not in gone])
+
+    def cache_bytes(self) -> int:
+        return held_bytes(self._cache) + held_bytes([j.cache for j in self._joining.values()])
 
     # -- catching up -------------------------------------------------------------------------------
 

@@ -71,6 +71,10 @@ class Drafter:
     def check(self, params: SpeculativeParams) -> None:
         """Raise ValueError when a request with these settings cannot use this drafter."""
 
+    def cache_bytes(self) -> int:
+        """Bytes of MLX memory it keeps for its rows (a draft model's KV caches)."""
+        return 0
+
 
 def proposes_for_itself(drafter: Drafter) -> bool:
     """Whether `learn` does anything (the executor skips building feedback otherwise)."""

@@ -1,7 +1,8 @@
 """Which drafter proposes for each running row and how many tokens (k), every round: the fixed
 methods ask their own drafter for their own k; "auto" rows share one k picked from measured
-costs and their recent acceptance (engine/speculative/auto.py), with the draft model when one is
-loaded and prompt lookup otherwise. Pure Python: it never touches a model."""
+costs and their recent acceptance (engine/speculative/auto.py), with the row's draft model when
+it has one and prompt lookup otherwise. Draft models are drafters named by `draft_drafter_name`
+(a request names its own); the row carries the name of its own. Pure Python: it never touches a model."""
 
 from __future__ import annotations
 
@@ -34,8 +35,9 @@ class SpeculationPolicy:
     def costs(self) -> CostModel:
         return self.auto.costs
 
-    def check(self, spec: SpeculativeParams) -> None:
-        """Refuse (ValueError) a method whose drafter is not there."""
+    def check(self, spec: SpeculativeParams, *, draft: str | None = None) -> None:
+        """Refuse (ValueError) a method whose drafter is not there (`draft`: the drafter name
+        of the request's draft model)."""
         method = SpecMethod(spec.method)
         if method == SpecMethod.OFF:
             return
@@ -43,9 +45,14 @@ class SpeculationPolicy:
             raise ValueError(f"speculative method {method.value!r} refused: {self.refusal}")
         if method == SpecMethod.AUTO:
             return
+        if method == SpecMethod.DRAFT_MODEL:
+            if draft is None or draft not in self.drafters:
+                raise ValueError(
+                    "speculative.method 'draft' needs a draft model: name one in "
+                    "speculative.draft_model (or start the engine with one)"
+                )
+            return
         if method.value not in self.drafters:
-            if method == SpecMethod.DRAFT_MODEL:
-                raise ValueError("speculative.method 'draft' needs a draft model: load one first")
             raise ValueError(f"speculative method {method.value!r} is not available")
 
     def speculates(self, rows: list[RequestState]) -> bool:
@@ -58,13 +65,12 @@ class SpeculationPolicy:
             free_width = 1 + max((c.k for c in choices), default=0)
             rates = [self._row_acceptance(rows[i]).rate for i in auto]
             k = self.auto.choose(rates, len(rows), MAX_DRAFT_TOKENS, free_width)
-            drafter = (
-                SpecMethod.DRAFT_MODEL.value
-                if SpecMethod.DRAFT_MODEL.value in self.drafters
-                else SpecMethod.PROMPT_LOOKUP.value
-            )
             for i in auto:
-                room = min(k, _room(rows[i]))
+                row = rows[i]
+                drafter = (
+                    row.draft if row.draft in self.drafters else SpecMethod.PROMPT_LOOKUP.value
+                )
+                room = min(k, _room(row))
                 choices[i] = DraftChoice(drafter if room else None, room)
         return choices
 
@@ -84,10 +90,16 @@ class SpeculationPolicy:
         k = min(row.request.speculative.draft_tokens, _room(row))
         if k <= 0 or method in (SpecMethod.OFF, SpecMethod.AUTO):
             return DraftChoice()
-        if method.value not in self.drafters:
+        name = row.draft if method == SpecMethod.DRAFT_MODEL else method.value
+        if name not in self.drafters:
             what = "draft model" if method == SpecMethod.DRAFT_MODEL else f"{method.value} drafter"
             return DraftChoice(note=f"the {what} was unloaded: decoding without speculation")
-        return DraftChoice(method.value, k)
+        return DraftChoice(name, k)
+
+
+def draft_drafter_name(model_key: str) -> str:
+    """The drafter name of a draft model (one per draft model a target's requests use)."""
+    return f"{SpecMethod.DRAFT_MODEL.value}:{model_key}"
 
 
 def _method(row: RequestState) -> SpecMethod:

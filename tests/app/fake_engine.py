@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import copy
 from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 
 from engine.api import EngineConfig
 from engine.requests import (
@@ -20,6 +21,9 @@ from engine.requests import (
     LoadProgressEvent,
     ModelInfo,
     ModelLoadedEvent,
+    ModelLoadingEvent,
+    ModelStats,
+    ModelUnloadedEvent,
     PrefillProgressEvent,
     RequestStats,
     SpecStats,
@@ -38,6 +42,7 @@ FAKE_INFO = ModelInfo(
     dtype="float32",
 )
 FAKE_DISK_CACHE_BYTES = 3_500_000
+FAKE_BUDGET = 16 << 30
 DEFAULT_REPLY = "Hello! Here is `code`:\n\n```python\nprint('hi')\n```\n\nDone."
 
 
@@ -52,7 +57,7 @@ class FakeEngine:
         self.recent_acceptance: float | None = None
         self.speculation_note: str | None = None
         self.starts = 0
-        self.draft_spec: str | None = None
+        self.loaded: dict[str, ModelStats] = {}  # other models than the default, by spec
         self._dead: str | None = None  # why the "MLX thread" died, until start() again
         self.requests: list[GenerationRequest] = []
         self.cancelled: list[str] = []
@@ -87,21 +92,61 @@ class FakeEngine:
         freed, self._stats.cache.disk_bytes = self._stats.cache.disk_bytes, 0
         return freed
 
-    async def load_draft_model(self, spec: str | None) -> ModelInfo | None:
-        self.draft_spec = spec
-        return FAKE_INFO if spec else None
-
     async def wait_ready(self) -> ModelInfo:
         return FAKE_INFO
 
-    async def load_model(self, spec: str | None) -> ModelInfo:
-        for listener in self._listeners:
-            listener(LoadProgressEvent("loading", 0.5))
+    async def set_default_model(self, spec: str | None) -> None:
         if spec and "bad" in spec:
             raise RuntimeError(f"{spec} is not an MLX model folder: config.json is missing")
-        for listener in self._listeners:
-            listener(ModelLoadedEvent(FAKE_INFO))
-        return FAKE_INFO
+        self.config = EngineConfig(model=spec)
+
+    async def load_model(self, spec: str | None, *, pin: bool = False) -> ModelInfo:
+        self._announce(LoadProgressEvent("loading", 0.5, model=fake_name(spec)))
+        if spec and "bad" in spec:
+            raise RuntimeError(f"{spec} is not an MLX model folder: config.json is missing")
+        info = self._hold(spec)
+        self._announce(ModelLoadedEvent(info))
+        if spec in self.loaded:
+            self.loaded[spec].pinned = self.loaded[spec].pinned or pin
+        return info
+
+    async def unload_model(self, spec: str | None) -> ModelInfo:
+        held = self.loaded.get(spec)
+        if held is None:
+            raise RuntimeError("that model is not loaded")
+        if self._using(spec):
+            raise RuntimeError(f"{held.name} is in use: unload it once its replies have finished")
+        del self.loaded[spec]
+        self._announce(ModelUnloadedEvent(held.info, "unloaded by hand"))
+        return held.info
+
+    async def pin_model(self, spec: str | None, pinned: bool = True) -> ModelInfo:
+        self.loaded[spec].pinned = pinned
+        return self.loaded[spec].info
+
+    def default_info(self) -> ModelInfo:
+        spec = self.config.model
+        return FAKE_INFO if spec is None else replace(FAKE_INFO, name=fake_name(spec), path=spec)
+
+    def _hold(self, spec: str | None) -> ModelInfo:
+        """The model `spec` names, held from now on (the default model always is)."""
+        if spec is None or spec == self.config.model:
+            return self.default_info()
+        if spec not in self.loaded:
+            info = replace(FAKE_INFO, name=fake_name(spec), path=spec)
+            self.loaded[spec] = ModelStats(
+                key=spec, name=info.name, info=info, specs=[spec], weights_bytes=info.bytes
+            )
+        return self.loaded[spec].info
+
+    def _using(self, spec: str | None) -> list[str]:
+        return [
+            r.request_id for r in self.requests if r.request_id in self._active and r.model == spec
+        ]
+
+    def _announce(self, event) -> None:
+        for listener in list(self._listeners):
+            listener(event)
 
     async def stop(self) -> None:
         self._running = False
@@ -116,10 +161,29 @@ class FakeEngine:
     def stats(self) -> EngineStats:
         self._stats.running = len(self._active)
         self._stats.batch_size = len(self._active)
+        info = self.default_info()
+        default = ModelStats(
+            key=info.path,
+            name=info.name,
+            info=info,
+            specs=[""],
+            configured=True,
+            weights_bytes=info.bytes,
+            request_ids=self._using(None),
+        )
+        for spec, held in self.loaded.items():
+            held.request_ids = self._using(spec)
+        self._stats.models = [default, *self.loaded.values()] if self._running else []
+        self._stats.memory_used_bytes = sum(m.memory_bytes for m in self._stats.models)
+        self._stats.memory_budget_bytes = FAKE_BUDGET
         return self._stats
 
     async def count_tokens(
-        self, messages: list[dict[str, str]], *, continue_reply: bool = False
+        self,
+        messages: list[dict[str, str]],
+        *,
+        continue_reply: bool = False,
+        model: str | None = None,
     ) -> int:
         self.counted += 1
         return fake_count(messages, continue_reply=continue_reply)
@@ -136,6 +200,12 @@ class FakeEngine:
         self._active.add(rid)
         finished = False
         try:
+            if request.model is not None and request.model not in self.loaded:
+                name = fake_name(request.model)
+                for fraction in (0.0, 0.5):
+                    await asyncio.sleep(self.token_delay_s)
+                    yield ModelLoadingEvent(rid, name, "Reading weights", fraction)
+                self._announce(ModelLoadedEvent(self._hold(request.model)))
             yield PrefillProgressEvent(rid, 10, 10)
             if self._dead or not self._running:
                 finished = True
@@ -199,6 +269,10 @@ class FakeEngine:
             recent_acceptance=self.recent_acceptance,
             speculation_note=self.speculation_note,
         )
+
+
+def fake_name(spec: str | None) -> str:
+    return FAKE_INFO.name if spec is None else spec.rstrip("/").rsplit("/", 1)[-1]
 
 
 def fake_count(messages: list[dict[str, str]], *, continue_reply: bool = False) -> int:

@@ -60,7 +60,9 @@ def test_tab_titles_are_told_apart_with_full_title_as_tooltip(qtbot, window):
     assert len(set(shown)) == 4, shown
     assert shown[2:] == ["Notes", "Notes (2)"]
     assert all(len(text) <= 24 for text in shown[:2]) and shown[0].endswith("house keeper")
-    assert [window.tabs.tabToolTip(i) for i in range(4)] == titles
+    assert [window.tabs.tabToolTip(i) for i in range(4)] == [
+        f"{t}\nModel: fake-model" for t in titles
+    ]
     # renaming one re-titles the others, and closing a twin frees its number
     window.close_tab(2)
     assert window.tabs.tabText(2) == "Notes"

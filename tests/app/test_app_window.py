@@ -167,25 +167,36 @@ def test_chat_settings_persist_per_chat(qtbot, window, store):
     assert run(window.shutdown(), 5) is None
 
 
-def test_model_load_progress_switch_and_failure(qtbot, window, fake_engine):
+def test_models_load_by_hand_and_a_chat_switches_model_without_touching_another(
+    qtbot, window, fake_engine
+):
     progress = []
     window.bridge.loadProgress.connect(
         lambda message, fraction: progress.append((message, fraction))
     )
     window.bridge.request_load("/models/other")
-    assert spin(lambda: not window.bridge.loading, 5)
+    assert spin(lambda: "other" in [m.name for m in window.bridge.poll_stats().models], 5)
     assert progress == [("loading", 0.5)]
-    assert window.bridge.model_spec == "/models/other"
+    assert window.bridge.model_spec is None  # loading by hand never changes the default
     assert "fake-model" in window.status.model_label.text()
-    assert not window.status.progress.isVisible()
     window.bridge.request_load("/models/bad-one")
-    assert spin(lambda: not window.bridge.loading, 5)
-    assert "Model failed to load" in window.statusBar().currentMessage()
-    assert window.bridge.model_spec == "/models/other"
-    # a chat whose settings name another model switches the engine before its reply
-    tab = window.current_tab()
-    tab.controller.set_settings(tab.controller.settings.replace(model="/models/third"))
-    tab.send("hi")
-    assert spin(lambda: not tab.controller.busy, 5)
-    assert window.bridge.model_spec == "/models/third"
-    assert tab.controller.model.message(1).status is MessageStatus.DONE
+    assert spin(lambda: "Model failed to load" in window.statusBar().currentMessage(), 5)
+    assert "fake-model" in window.status.model_label.text()  # the default is still there
+    # one chat switches its model while another replies: the other is untouched
+    fake_engine.token_delay_s = 0.03
+    first = window.current_tab()
+    first.send("a reply that runs while the other chat switches")
+    second = window.new_chat()
+    loading: list[str] = []
+    second.controller.modelLoading.connect(loading.append)
+    second.controller.set_settings(second.controller.settings.replace(model="/models/third"))
+    assert "third" in window.tabs.tabToolTip(window.tabs.indexOf(second))
+    assert "third" in second.spec_label.text()
+    second.send("hi")
+    assert spin(lambda: not (first.controller.busy or second.controller.busy), 10)
+    assert first.controller.model.message(1).status is MessageStatus.DONE
+    assert second.controller.model.message(1).status is MessageStatus.DONE
+    assert fake_engine.cancelled == []  # nothing was cancelled for the switch
+    assert [r.model for r in fake_engine.requests] == [None, "/models/third"]
+    assert loading[0].startswith("Loading third: reading weights") and loading[-1] == ""
+    assert "fake-model" in window.tabs.tabToolTip(window.tabs.indexOf(first))

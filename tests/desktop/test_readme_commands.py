@@ -162,6 +162,12 @@ def _python_layer_draft(words, tmp_path):
     assert (out / "tokenizer.json").read_bytes() == (target / "tokenizer.json").read_bytes()
 
 
+def _python_two_models(words, tmp_path):
+    small = ["--concurrency", "1", "--max-tokens", "4", "--repeats", "1"]
+    result = _python(words, *small)
+    assert '"lossless": true' in result.stdout
+
+
 HOW: dict[str, Callable[[list[str], Path], None]] = {
     "make setup": _make_setup,
     "make run": _make_run,
@@ -174,6 +180,7 @@ HOW: dict[str, Callable[[list[str], Path], None]] = {
     "python -m app": _python_app,
     "python -m engine.bench": _python_bench,
     "python -m engine.bench.layer_draft": _python_layer_draft,
+    "python -m engine.bench.two_models": _python_two_models,
 }
 
 COMMANDS = readme_commands(README.read_text())

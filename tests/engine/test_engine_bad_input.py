@@ -112,7 +112,7 @@ def test_bad_model_folders(tmp_path):
     message, status, refused = _load_error(missing)
     assert str(missing) in message and "does not exist" in message
     assert status == "error"
-    assert "no model is loaded" in refused
+    assert str(missing) in refused and "does not exist" in refused  # tried again, same reason
 
     empty = tmp_path / "empty"
     empty.mkdir()
@@ -132,45 +132,33 @@ def test_bad_model_folders(tmp_path):
     assert str(no_weights) in message and "no weights" in message
 
 
-def test_incompatible_drafts_are_refused(tiny, tmp_path):
+def test_incompatible_drafts_are_refused_naming_both_models(tiny, tmp_path):
+    """A request's own draft model is checked against its target when it is admitted; a bad
+    one fails that request with both names, a good one drafts from the same chat's next
+    request on, and a request for "draft" without any draft model says so."""
     small_vocab = make_tiny_llama_dir(tmp_path / "draft-v1000", vocab_size=1000, seed=1)
     good_draft = make_tiny_llama_dir(tmp_path / "draft-ok", seed=1)
 
-    async def body(eng):
-        target = eng.stats().model
-        with pytest.raises(ModelLoadError) as vocab_error:
-            await eng.load_draft_model(str(small_vocab))
-        after_refusals = eng.stats().draft_model
-        refused = await collect(
-            eng,
-            GenerationRequest(
-                prompt_tokens=P_C, speculative=SpeculativeParams(method=SpecMethod.DRAFT_MODEL)
-            ),
-        )
-        info = await eng.load_draft_model(str(good_draft))
-        drafted = await collect(
-            eng,
-            GenerationRequest(
-                prompt_tokens=P_A,
-                max_tokens=20,
-                speculative=SpeculativeParams(method=SpecMethod.DRAFT_MODEL, draft_tokens=3),
-            ),
-        )
-        return (
-            target,
-            vocab_error.value,
-            after_refusals,
-            refused,
-            info,
-            drafted,
+    def draft(path=None, k=4) -> SpeculativeParams:
+        return SpeculativeParams(
+            method=SpecMethod.DRAFT_MODEL, draft_tokens=k, draft_model=str(path) if path else None
         )
 
-    target, vocab_error, after, refused, info, drafted = with_engine(tiny.path, body)
-    message = str(vocab_error)
+    async def body(eng):
+        refused = await collect(
+            eng, GenerationRequest(prompt_tokens=P_C, speculative=draft(small_vocab))
+        )
+        none = await collect(eng, GenerationRequest(prompt_tokens=P_C, speculative=draft()))
+        drafted = await collect(
+            eng,
+            GenerationRequest(prompt_tokens=P_A, max_tokens=20, speculative=draft(good_draft, 3)),
+        )
+        return eng.stats().model, refused, none, drafted
+
+    target, refused, none, drafted = with_engine(tiny.path, body)
+    message = refused.error.message
     assert "vocabularies" in message and "1000" in message
     assert "draft-v1000" in message and target.name in message
-    assert after is None
-    assert "draft model" in refused.error.message
-    assert info.name == "draft-ok"
+    assert "draft model" in none.error.message
     assert drafted.tokens == tiny.greedy(P_A, 20)  # a draft never changes greedy tokens
     assert drafted.finished.stats.spec.rounds > 0

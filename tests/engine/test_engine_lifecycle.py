@@ -23,7 +23,7 @@ def test_a_dead_engine_thread_ends_every_stream_and_restarts(tiny):
         def kill() -> None:  # a BaseException escapes every handler of the step
             raise SystemExit("injected: the MLX thread is killed")
 
-        eng._worker.core.step = kill
+        eng._worker.core_for().step = kill
         streams = [
             asyncio.ensure_future(collect(eng, GenerationRequest(prompt_tokens=p, max_tokens=8)))
             for p in (P_A, P_B)

@@ -54,7 +54,7 @@ class FaultyModel:
 
 async def _patch_target(eng, bad: int) -> None:
     def patch() -> None:
-        executor = eng._worker.core.executor
+        executor = eng._worker.core_for().executor
         executor.model = executor.batch.model = FaultyModel(executor.model, bad)
 
     await eng.run_on_engine_thread(patch)
@@ -169,7 +169,7 @@ def test_a_draft_model_that_fails_on_one_prompt_fails_only_that_row(tiny):
 
     async def body(eng):
         def patch() -> None:
-            drafter = eng._worker.core.executor.drafters["draft"]
+            drafter = _draft_drafter(eng._worker.core_for().executor)
             drafter.model = FaultyModel(drafter.model, bad)
 
         await eng.run_on_engine_thread(patch)
@@ -194,7 +194,7 @@ def test_a_step_that_fails_for_no_row_ends_every_request_once(tiny):
         calls = {"n": 0}
 
         def patch() -> None:
-            executor = eng._worker.core.executor
+            executor = eng._worker.core_for().executor
             real = executor.execute
 
             def execute(plan, **kwargs):
@@ -213,7 +213,7 @@ def test_a_step_that_fails_for_no_row_ends_every_request_once(tiny):
         n_calls = calls["n"]
 
         def unpatch() -> None:
-            del eng._worker.core.executor.execute
+            del eng._worker.core_for().executor.execute
 
         await eng.run_on_engine_thread(unpatch)
         after = await collect(eng, GenerationRequest(prompt_tokens=P_C, max_tokens=N))
@@ -224,3 +224,9 @@ def test_a_step_that_fails_for_no_row_ends_every_request_once(tiny):
         assert outcome.error.message == "engine step failed: injected: the step itself is broken"
     assert n_calls <= 2  # once per batch that formed, never a hot loop
     assert after.finished.token_ids == tiny.greedy(P_C, N)
+
+
+def _draft_drafter(executor) -> Any:
+    """The draft-model drafter in a core (one draft model: the configured one)."""
+    (name,) = [n for n in executor.drafters if n.startswith(SpecMethod.DRAFT_MODEL.value + ":")]
+    return executor.drafters[name]

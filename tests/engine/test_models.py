@@ -15,10 +15,10 @@ import mlx.nn as nn
 import pytest
 
 from engine import default_model as dm
+from engine.model_listing import list_local_models
 from engine.models import (
     ModelLoadError,
     check_draft_compatible,
-    list_local_models,
     load_model,
     resolve_model,
 )

@@ -83,7 +83,7 @@ def test_engine_clears_the_prompt_cache_and_says_how_much_it_freed(tiny, tmp_pat
         for prompt in (P_A, P_B):
             await collect(eng, request(prompt))
         assert await wait_until(lambda: eng.stats().cache.ram_entries == 2)  # both published
-        await eng.run_on_engine_thread(lambda: eng._worker._prompt_cache.flush())
+        await eng.run_on_engine_thread(lambda: eng._worker.factory.prompt_cache.flush())
         on_disk = sum(f.stat().st_size for f in all_files(folder))
         assert await wait_until(lambda: eng.stats().cache.disk_bytes == on_disk > 0)
         ram = eng.stats().cache.ram_bytes

@@ -276,7 +276,7 @@ BAD_FOR_THE_MODEL = [
     (
         "draft without a draft model",
         speculative(method="draft"),
-        "speculative.method 'draft' needs a draft model: load one first",
+        "speculative.method 'draft' needs a draft model: name one in speculative.draft_model",
     ),
 ]
 

@@ -18,7 +18,7 @@ from engine.speculative.auto import (
     expected_tokens,
 )
 from engine.speculative.metrics import RecentAcceptance, RecentTotals, record_forward
-from engine.speculative.policy import SpeculationPolicy
+from engine.speculative.policy import SpeculationPolicy, draft_drafter_name
 from tests.engine.engine_harness import P_A, P_B, P_C, collect, synthetic, with_engine
 
 # -- figures through the engine ----------------------------------------------------------------
@@ -169,10 +169,15 @@ def test_policy_plans_each_method_and_respects_the_reply_end():
     assert "draft model" in orphan.note
 
 
-def test_policy_auto_prefers_the_draft_model_when_one_is_loaded():
-    rows = [_state(SpecMethod.AUTO)]
-    with_lookup = SpeculationPolicy(drafters=frozenset({"lookup"}))
-    with_draft = SpeculationPolicy(drafters=frozenset({"lookup", "draft"}))
-    assert with_lookup.plan(rows)[0].drafter in ("lookup", None)
-    choice = with_draft.plan(rows)[0]
-    assert choice.k == 0 or choice.drafter == "draft"
+def test_policy_auto_uses_the_rows_own_draft_model_when_it_has_one():
+    mine, other = draft_drafter_name("/models/mine"), draft_drafter_name("/models/other")
+    with_draft, without = _state(SpecMethod.AUTO), _state(SpecMethod.AUTO)
+    with_draft.draft = mine
+    policy = SpeculationPolicy(drafters=frozenset({"lookup", mine, other}))
+    first, second = policy.plan([with_draft, without])
+    assert first.k == 0 or first.drafter == mine
+    assert second.k == 0 or second.drafter == "lookup"  # another row's draft is not its own
+    assert SpeculationPolicy(drafters=frozenset({"lookup"})).plan([with_draft])[0].drafter in (
+        "lookup",
+        None,
+    )  # its draft model was unloaded: prompt lookup

@@ -1,0 +1,76 @@
+"""The Models window with several models: which are loaded, their memory and the chats that use
+each; pin, unload (refused while a chat replies with it), load next to the others and make a
+model the default without cancelling anything."""
+
+from __future__ import annotations
+
+from apphelpers import ARTIFACTS, run, spin
+
+from app.theme import theme_manager
+
+SHOTS = ARTIFACTS / "screenshots"
+
+
+def _rows(panel) -> dict[str, int]:
+    return {panel.model.stats(r).name: r for r in range(panel.model.rowCount())}
+
+
+def _cell(panel, name: str, column: int) -> str:
+    return panel.model.index(_rows(panel)[name], column).data()
+
+
+def test_models_window_shows_loaded_models_memory_and_chats(qtbot, window, fake_engine):
+    fake_engine.token_delay_s = 0.05
+    first = window.current_tab()
+    first.controller.rename("Poem")
+    second = window.new_chat()
+    second.controller.rename("Summary")
+    second.controller.set_settings(second.controller.settings.replace(model="/models/other"))
+    run(window.bridge.load_model("/models/other"), 5)
+    assert first.send("a long reply while the window is open")
+    dialog = window.show_models()
+    panel = dialog.loaded_panel
+    assert spin(lambda: "(replying)" in (_cell(panel, "fake-model", 3) or ""), 5)
+    assert set(_rows(panel)) == {"fake-model", "other"}
+    assert _cell(panel, "fake-model", 0) == "fake-model  (default)"
+    assert _cell(panel, "fake-model", 3) == "Poem (replying)"
+    assert _cell(panel, "other", 3) == "Summary"
+    assert _cell(panel, "other", 1) == "4 KB" and _cell(panel, "other", 2).startswith("Idle")
+    assert "of the 16.0 GB budget" in panel.summary.text()
+    # a model a chat is replying with cannot be unloaded: the button says why
+    panel.select("/fake/model")
+    assert not panel.unload_button.isEnabled() and "replying" in panel.unload_button.toolTip()
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    assert "other  ·  4 KB" in window.panel.engine_card.model.text()  # the panel lists both
+    assert window.panel.grab().save(str(SHOTS / "panel-two-models-light.png"))
+    for theme in ("light", "dark"):
+        theme_manager().apply(theme)
+        spin(lambda: False, 0.05)
+        assert dialog.grab().save(str(SHOTS / f"models-loaded-{theme}.png"))
+    theme_manager().apply("light")
+    # pin, then unload by hand
+    panel.select("/models/other")
+    panel.pin_button.click()
+    assert spin(lambda: _cell(panel, "other", 2).endswith("pinned"), 5)
+    assert panel.pin_button.text() == "Unpin"
+    panel.unload_button.click()
+    assert spin(lambda: "other" not in _rows(panel), 5)
+    assert "Unloaded other: unloaded by hand" in window.statusBar().currentMessage()
+    assert spin(lambda: not first.controller.busy, 10)
+    assert fake_engine.cancelled == []  # nothing the window did stopped the reply
+    dialog.close()
+
+
+def test_make_default_changes_what_default_chats_use_without_cancelling(qtbot, window, fake_engine):
+    fake_engine.token_delay_s = 0.05
+    tab = window.current_tab()
+    assert tab.send("a reply on the old default")
+    window.bridge.request_default("/models/new-default")
+    assert spin(lambda: window.bridge.model_spec == "/models/new-default", 5)
+    assert spin(lambda: not tab.controller.busy, 10)
+    assert fake_engine.cancelled == []
+    assert tab.send("the next reply")
+    assert spin(lambda: len(fake_engine.requests) == 2 and not tab.controller.busy, 10)
+    # the chat names no model: the engine's (new) default serves it
+    assert fake_engine.requests[-1].model is None
+    assert "new-default" in window.tabs.tabToolTip(0)
