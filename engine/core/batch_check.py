@@ -75,3 +75,42 @@ def _together(model: Any) -> list[tuple[mx.array, mx.array]]:
     many = model(mx.array([s[1:] for s in _STEP]), cache=batch)
     mx.eval(one, many)
     return [(one[i], many[i]) for i in range(len(_PROMPTS))]
+
+
+def padding_problem(model: Any) -> str | None:
+    """For models with recurrent state: None when rows that feed fewer tokens than a forward's
+    width keep the padding out of their state (the `lengths` mlx-lm's mixers take), as
+    batched prompts and verify rounds need; else what went wrong. Some mixers ignore it."""
+    from engine.cache.recurrent import has_recurrent, set_lengths
+    from engine.speculative.rollback import rollback_rows
+
+    if not has_recurrent(make_prompt_cache(model)):
+        return None
+    feeds = ([20, 21, 22], [23], [24, 25])
+    try:
+        alone = []
+        for prompt, feed in zip(_PROMPTS, feeds):
+            cache = make_prompt_cache(model)
+            model(mx.array([prompt + feed]), cache=cache)
+            alone.append(model(mx.array([[30]]), cache=cache)[0, -1])
+        batch = None
+        for prompt in _PROMPTS:
+            cache = make_prompt_cache(model)
+            model(mx.array([prompt]), cache=cache)
+            rows = merge_row_cache(cache)
+            batch = rows if batch is None else [extend_layer(m, t) for m, t in zip(batch, rows)]
+        width = max(len(f) for f in feeds)
+        set_lengths(batch, [len(f) for f in feeds])
+        model(mx.array([f + [0] * (width - len(f)) for f in feeds]), cache=batch)
+        set_lengths(batch, None)
+        rollback_rows(batch, [width - len(f) for f in feeds])
+        together = model(mx.array([[30]] * len(feeds)), cache=batch)[:, -1]
+        mx.eval(alone, together)
+    except Exception as exc:  # noqa: BLE001 - the reason is the answer
+        return f"a padded forward fails ({exc})"
+    for i, one in enumerate(alone):
+        scale = max(1.0, float(mx.abs(one).max()))
+        worst = float(mx.abs(one - together[i]).max())
+        if worst > DEFAULT_TOLERANCE * scale:
+            return f"its recurrent layers take padding into their state (rows differ by {worst / scale:.0%})"
+    return None

@@ -10,7 +10,7 @@ import logging
 from typing import Any
 
 from engine.config import EngineConfig
-from engine.core.batch_check import batching_problem, speculation_problem
+from engine.core.batch_check import batching_problem, padding_problem, speculation_problem
 from engine.core.executor import ModelExecutor
 from engine.core.scheduler import Scheduler
 from engine.hosting.memory_budget import held_bytes
@@ -33,7 +33,8 @@ class EngineCore:
             target.info.batching_note = f"runs one request at a time: {problem}"
             config = dataclasses.replace(config, max_batch=1)
         self.policy = SpeculationPolicy()
-        problem = speculation_problem(target.model)
+        padding = padding_problem(target.model)
+        problem = speculation_problem(target.model) or padding
         if problem is not None:
             note = f"{target.info.name} cannot speculate: {problem}"
             log.warning(note)
@@ -41,6 +42,9 @@ class EngineCore:
             self.policy.refusal = note
         self.scheduler = Scheduler(target, config=config, policy=self.policy)
         self.executor = ModelExecutor(target, config=config, reuse=reuse)
+        if padding is not None:  # prompts of different lengths would pad one another
+            log.warning("%s processes prompts one at a time: %s", target.info.name, padding)
+            self.executor.batched_prefill = False
         self.set_drafter(PromptLookupDrafter())
         for name, make in config.extra_drafters:
             self.set_drafter(make(target), name=name)

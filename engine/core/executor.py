@@ -54,6 +54,7 @@ class ModelExecutor:
         self.prefilling: dict[str, list[Any]] = {}  # request id -> its single-row cache
         self._last_drafts: dict[str, list[int]] = {}  # this round's drafts, to find a bad row
         self.steps = 0
+        self.batched_prefill = True  # several prompts in one forward (engine/core/prefill.py)
 
     # -- the step ------------------------------------------------------------------------------
 
@@ -155,7 +156,8 @@ class ModelExecutor:
             for c in plan.prefill
             if c.tokens > 0
         ]
-        left = prefill_together(work, self.model, self.kv) if len(work) > 1 else work
+        together = self.batched_prefill and len(work) > 1
+        left = prefill_together(work, self.model, self.kv) if together else work
         for item in left:
             try:
                 prefill_alone(item, self.model, self.kv)

@@ -25,7 +25,7 @@ import mlx.core as mx
 from mlx_lm.models.cache import KVCache, RotatingKVCache, make_prompt_cache
 
 from engine.cache.batch_rows import merge_row_cache
-from engine.cache.recurrent import has_recurrent
+from engine.cache.recurrent import RecurrentSnapshot, has_recurrent, set_lengths
 from engine.config import DEFAULT_PREFILL_CHUNK
 from engine.hosting.memory_budget import held_bytes
 from engine.requests import SpecMethod
@@ -70,11 +70,9 @@ class DraftModelDrafter(Drafter):
     ) -> None:
         self.loaded = loaded  # engine.models.LoadedModel
         self.model = loaded.model
-        if has_recurrent(make_prompt_cache(self.model)):
-            raise ValueError(
-                f"{loaded.info.name} has recurrent (state-space or linear attention) layers, "
-                "which a draft model cannot roll back: choose a draft without them"
-            )
+        # recurrent state cannot hold guesses it may have to give back: such a draft goes
+        # back to its state from before its guesses every round (engine/cache/recurrent.py)
+        self.recurrent = has_recurrent(make_prompt_cache(self.model))
         self.prefill_chunk = prefill_chunk
         self.catch_up_tokens = catch_up_tokens
         self._ids: list[str] = []  # the batched cache's rows, in order
@@ -182,7 +180,13 @@ class DraftModelDrafter(Drafter):
         if width == 0:
             return {}
         x = mx.array([m + [0] * (width - len(m)) for m in missing], dtype=mx.uint32)
-        logits = self.model(x, cache=self._cache)
+        if self.recurrent:  # padding never enters the recurrent state
+            set_lengths(self._cache, [len(m) for m in missing])
+        try:
+            logits = self.model(x, cache=self._cache)
+        finally:
+            if self.recurrent:
+                set_lengths(self._cache, None)
         last = mx.array([max(len(m) - 1, 0) for m in missing])
         column = mx.argmax(logits[mx.arange(len(missing)), last], axis=-1).astype(mx.uint32)
         rollback_rows(self._cache, [width - len(m) for m in missing])
@@ -196,14 +200,19 @@ class DraftModelDrafter(Drafter):
         if k == 0:
             return {}
         columns = [column]
+        snapshot = RecurrentSnapshot.take(self._cache) if self.recurrent else None
         for _ in range(k - 1):  # the last draft token is never fed
             logits = self.model(column[:, None], cache=self._cache)
             column = mx.argmax(logits[:, -1, :], axis=-1).astype(mx.uint32)
             columns.append(column)
         tokens = mx.stack(columns, axis=1).tolist()
+        if snapshot is not None and k > 1:  # keep only the history: guesses are fed again
+            rollback_rows(self._cache, [k - 1] * len(self._ids))
+            snapshot.restore_rows([True] * len(self._ids))
         out = {}
         for rid, ok, fed, row_tokens in zip(self._ids, ready, self._fed, tokens):
-            fed.extra = row_tokens[: k - 1]  # what was fed after the history
+            # what was fed after the history (a recurrent draft gave it back)
+            fed.extra = [] if snapshot is not None else row_tokens[: k - 1]
             if ok:
                 out[rid] = row_tokens[: asked[rid].k]
         return out

@@ -69,8 +69,12 @@ def prompt(case: int, row: int, length: int, *, repeats: bool = False) -> tuple[
     return tuple((part * 3)[:length])
 
 
-def make_cases(reply: Callable[[tuple[int, ...], int], list[int]]) -> dict[str, Case]:
-    """Every case; `reply` is mlx_lm.generate's reply (a next turn's prompt holds one)."""
+def make_cases(
+    reply: Callable[[tuple[int, ...], int], list[int]],
+    turn: Callable[[tuple[int, ...], int], list[int]],
+) -> dict[str, Case]:
+    """Every case; `reply` is mlx_lm.generate's reply, `turn` the same as a next turn's prompt
+    holds it (with the end-of-sequence token that ended it, if one did)."""
     mix = [
         (OFF, 0, 0.0),
         (LOOKUP, 3, 0.0),
@@ -80,7 +84,7 @@ def make_cases(reply: Callable[[tuple[int, ...], int], list[int]]) -> dict[str, 
     ]
     mix_lengths = (LONG, SHORT, PAST, LONG + 4, INSIDE)
     turn1 = prompt(5, 0, PAST + 4)
-    turn2 = (*turn1, *reply(turn1, MAX_TOKENS), *prompt(5, 1, 5))
+    turn2 = (*turn1, *turn(turn1, MAX_TOKENS), *prompt(5, 1, 5))
     cases = [
         Case(
             "plain",

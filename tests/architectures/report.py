@@ -154,7 +154,7 @@ def _partial(data: dict[str, Any]) -> list[str]:
 
 
 def render(data: dict[str, Any]) -> str:
-    cases = make_cases(lambda prompt, max_tokens: [])  # titles and descriptions only
+    cases = make_cases(lambda p, n: [], lambda p, n: [])  # titles and descriptions only
     titles = {name: case.title for name, case in cases.items()}
     archs = data["architectures"]
     built = [a for a in archs if not a["unbuildable"]]

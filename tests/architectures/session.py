@@ -42,23 +42,33 @@ class Reference:
     def __init__(self, folder: Path) -> None:
         self.model, self.tokenizer = mlx_load(str(folder))
         self._replies: dict[tuple[tuple[int, ...], int], list[int]] = {}
+        self._ends: dict[tuple[tuple[int, ...], int], int | None] = {}
 
     def reply(self, prompt: tuple[int, ...], max_tokens: int) -> list[int]:
         key = (prompt, max_tokens)
         if key not in self._replies:
             eos = self.tokenizer.eos_token_ids
-            self._replies[key] = [
-                r.token
-                for r in stream_generate(
-                    self.model,
-                    self.tokenizer,
-                    list(prompt),
-                    max_tokens=max_tokens,
-                    prefill_step_size=PREFILL_CHUNK,
-                )
-                if not (r.finish_reason == "stop" and r.token in eos)
-            ]
+            tokens, end = [], None
+            for r in stream_generate(
+                self.model,
+                self.tokenizer,
+                list(prompt),
+                max_tokens=max_tokens,
+                prefill_step_size=PREFILL_CHUNK,
+            ):
+                if r.finish_reason == "stop" and r.token in eos:
+                    end = r.token
+                else:
+                    tokens.append(r.token)
+            self._replies[key], self._ends[key] = tokens, end
         return self._replies[key]
+
+    def turn(self, prompt: tuple[int, ...], max_tokens: int) -> list[int]:
+        """The reply as a next turn's prompt holds it: with the end-of-sequence token that
+        ended it, as a chat template writes the end of a turn."""
+        tokens = self.reply(prompt, max_tokens)
+        end = self._ends[(prompt, max_tokens)]
+        return tokens + ([end] if end is not None else [])
 
 
 @dataclass
@@ -78,7 +88,7 @@ class ModelSession:
         self.arch, self.variant, self.folder = arch, variant, folder
         self.names = [folder.name, arch]  # what a refusal must name
         reference = Reference(folder)
-        self.cases = make_cases(reference.reply)
+        self.cases = make_cases(reference.reply, reference.turn)
         self.expected = {
             row: reference.reply(row.prompt, row.max_tokens)
             for case in self.cases.values()
@@ -135,15 +145,10 @@ class ModelSession:
         await engine.wait_ready()
 
     async def _case(self, engine: Engine, case: Case, out: CaseOutcome) -> None:
-        if case.draft_model:
-            await engine.load_draft_model(str(self.folder))
-        try:
-            for batch in case.batches:
-                results = await self._batch(engine, batch)
-                out.rows += results
-        finally:
-            if case.draft_model:
-                await engine.load_draft_model(None)
+        self._draft = str(self.folder) if case.draft_model else None  # drafts for itself
+        for batch in case.batches:
+            results = await self._batch(engine, batch)
+            out.rows += results
         if case.cached_tokens is not None and out.rows[-1].cached_tokens != case.cached_tokens:
             out.problems.append(
                 f"next turn: {out.rows[-1].cached_tokens} cached tokens, "
@@ -165,7 +170,10 @@ class ModelSession:
     def _submit(self, engine: Engine, row: Row) -> _Stream:
         spec = SpeculativeParams()
         if row.method != OFF:
-            spec = SpeculativeParams(method=row.method, draft_tokens=row.k, ngram_max=NGRAM_MAX)
+            draft = self._draft if row.method in ("draft", "auto") else None
+            spec = SpeculativeParams(
+                method=row.method, draft_tokens=row.k, ngram_max=NGRAM_MAX, draft_model=draft
+            )
         request = GenerationRequest(
             prompt_tokens=list(row.prompt), max_tokens=row.max_tokens, speculative=spec
         )
