@@ -44,8 +44,8 @@ bench: setup
 	$(PY) -m engine.bench $(BENCH_ARGS)
 
 lint: setup
-	$(PY) -m ruff check app engine tests packaging
-	$(PY) -m ruff format --check app engine tests packaging
+	$(PY) -m ruff check app engine server tests packaging
+	$(PY) -m ruff format --check app engine server tests packaging
 
 $(PACKAGE_STAMP): $(STAMP)
 	$(PY) -m pip install -q -e ".[package]"

@@ -24,7 +24,11 @@ MODEL_KEY = "model"
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="tandem", description="Chat with local MLX models.")
+    parser = argparse.ArgumentParser(
+        prog="tandem",
+        description="Chat with local MLX models.",
+        epilog="`tandem serve --help`: serve a model over an OpenAI-compatible API, no window.",
+    )
     parser.add_argument(
         "--version", action=VersionAction, help="print the version and what it runs on, then quit"
     )
@@ -68,7 +72,12 @@ def write_ready_file(path: Path, model_name: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["serve"]:  # headless: the server never imports Qt
+        from server.cli import main as serve
+
+        return serve(argv[1:])
+    args = parse_args(argv)
     problem = window_problem()  # before Qt, which would abort naming one missing library
     if problem:
         print(problem, file=sys.stderr, flush=True)
