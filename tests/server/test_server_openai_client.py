@@ -64,7 +64,8 @@ def served_name(client: openai.OpenAI) -> str:
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
 @pytest.mark.parametrize("speculative", [None, LOOKUP], ids=["plain", "lookup"])
 def test_chat_equals_mlx_lm_generate(served, reference, stream, speculative):
-    _, server, _ = served
+    harness, server, _ = served
+    rounds = harness.engine.stats().spec.rounds
     messages = conversation(3)
     text, finish, usage = chat(
         client_for(server), messages, stream=stream, speculative=speculative, max_tokens=MAX_TOKENS
@@ -74,6 +75,8 @@ def test_chat_equals_mlx_lm_generate(served, reference, stream, speculative):
     assert finish == ("length" if count == MAX_TOKENS else "stop")
     assert usage.completion_tokens == count
     assert usage.prompt_tokens > 0 and usage.total_tokens == usage.prompt_tokens + count
+    if speculative:  # the row did speculate: prompt lookup drafted tokens and they were checked
+        assert harness.engine.stats().spec.rounds > rounds
 
 
 def test_eight_clients_at_once(served, reference):
