@@ -16,6 +16,7 @@ from app.panel.sparkline import Sparkline
 from app.widgets.metric_card import MetricCard
 from app.widgets.segmented_toggle import SegmentedToggle
 from engine.requests import EngineStats
+from server.server_stats import ServerStats
 
 DEFAULT_ENGINE_HISTORY = 120  # samples of the engine's tokens/s (one per stats poll)
 SCOPE_RECENT = "recent"
@@ -42,6 +43,8 @@ class EngineCard(MetricCard):
         self.add_widget(self.spark)
         self.add_metric("batch", "Batch size")
         self.add_metric("queue", "Running / waiting")
+        self.add_metric("api", "API requests", tip=METRIC_TIPS["api"])
+        self.set_value("api", "server off")
         self.add_metric("saved", "Forwards saved since start", tip=METRIC_TIPS["saved"], big=True)
 
         row = QWidget()
@@ -66,6 +69,13 @@ class EngineCard(MetricCard):
 
     def set_scope(self, scope: str) -> None:
         self.scope.set_current(scope if scope in SCOPE_CHOICES else DEFAULT_SCOPE)
+
+    def set_server_stats(self, stats: ServerStats | None) -> None:
+        """The local server's requests (None: it is off); the engine figures include them."""
+        if stats is None:
+            self.set_value("api", "server off")
+        else:
+            self.set_value("api", f"{stats.running} running · {stats.served} served")
 
     def update_stats(self, stats: EngineStats) -> None:
         self.stats = stats

@@ -9,5 +9,7 @@ METRIC_TIPS = {
     "cached": "Prompt tokens of the last reply served from the prompt cache",
     "saved": "Forward passes of the target model that speculation made unnecessary, "
     "since the engine started",
+    "api": "Requests from the local server (Models ▸ Local server); they share the batch and "
+    "the figures above with the chats",
     "disk": "The prompt cache's files on disk (kept between runs)",
 }

@@ -27,6 +27,7 @@ from app.window.about_dialog import AboutDialog, about_info
 from app.window.conversation_actions import ConversationActions
 from app.window.dock_layout import DockLayout
 from app.window.history_hooks import HistoryHooks
+from app.window.local_server_controller import LocalServerController
 from app.window.menus import build_menus
 from app.window.settings_controller import SettingsController
 from app.window.shortcuts_dialog import ShortcutsDialog
@@ -92,6 +93,7 @@ class MainWindow(QMainWindow):
         )
         self.cache_clearer = PromptCacheClearer(bridge, self)
         self.history = HistoryHooks(self)
+        self.local_server = LocalServerController(bridge, store, self)
         self.menu_actions = build_menus(self)
         self._connect()
         self.chats.set_highlight_drafts(self.panel.highlight.isChecked())
@@ -99,6 +101,7 @@ class MainWindow(QMainWindow):
 
         if restore:
             self._restore()
+            self.local_server.restore()
         if self.chats.tabs.count() == 0:
             self.new_chat()
 
@@ -129,6 +132,11 @@ class MainWindow(QMainWindow):
         bridge.engineFailed.connect(self._engine_failed)
         bridge.modelLoaded.connect(lambda _info: self.engine_banner.setVisible(False))
         bridge.loadFailed.connect(self._restart_failed)
+        server = self.local_server
+        server.stateChanged.connect(self.status.set_server)
+        server.stateChanged.connect(lambda on, _url: self.menu_actions.local_server.setChecked(on))
+        server.failed.connect(lambda m: self.status.show_message(m, error=True))
+        server.statsChanged.connect(panel.engine_card.set_server_stats)
 
     # -- tabs ----------------------------------------------------------------------------------
 
@@ -297,7 +305,8 @@ class MainWindow(QMainWindow):
         self.store.set_setting("window_state", self.docks.saved_state())
 
     async def shutdown(self) -> None:
-        """Stop every reply and wait until their text is stored."""
+        """Stop the local server and every reply, and wait until their text is stored."""
+        await self.local_server.stop()
         await self.chats.shutdown()
 
     def closeEvent(self, event: QCloseEvent) -> None:

@@ -29,6 +29,7 @@ class Actions:
     delete: QAction
     settings: QAction
     models: QAction
+    local_server: QAction
     highlight: QAction
     quit: QAction
     next_chat: QAction
@@ -105,7 +106,16 @@ def build_menus(window: MainWindow) -> Actions:
 
     models_menu = bar.addMenu("&Models")
     models = action("Manage models…", window.show_models, "Ctrl+M")
-    models_menu.addAction(models)
+    local_server = QAction("Local server (OpenAI API)", window)
+    local_server.setCheckable(True)
+    local_server.setStatusTip(
+        "Serve the loaded models to editors and scripts at http://127.0.0.1:8080/v1; "
+        "their requests join the chats' batch"
+    )
+    local_server.toggled.connect(
+        lambda on: on != window.local_server.running and window.local_server.set_enabled(on)
+    )
+    fill(models_menu, models, None, local_server)
 
     help_menu = bar.addMenu("&Help")
     shortcuts = action("Keyboard shortcuts", window.show_shortcuts, "F1", "Ctrl+/")
@@ -122,6 +132,7 @@ def build_menus(window: MainWindow) -> Actions:
         delete=delete,
         settings=settings,
         models=models,
+        local_server=local_server,
         highlight=highlight,
         quit=quit_action,
         next_chat=next_chat,

@@ -23,9 +23,12 @@ class EngineStatusBar(QStatusBar):
         self.progress.setTextVisible(False)
         self.progress.setVisible(False)
         self.rate_label = QLabel()
+        self.server_label = QLabel()
+        self.server_label.setVisible(False)
         self._default: ModelInfo | None = None  # the default model, once loaded
         self.addPermanentWidget(self.progress)
         self.addPermanentWidget(self.rate_label)
+        self.addPermanentWidget(self.server_label)
         self.addPermanentWidget(self.model_label)
         bridge.loadStarted.connect(self._load_started)
         bridge.loadProgress.connect(self._load_progress)
@@ -41,6 +44,13 @@ class EngineStatusBar(QStatusBar):
         bridge.statsUpdated.connect(self._stats)
         if bridge.model_info is not None:
             self._model_loaded(bridge.model_info)
+
+    def set_server(self, running: bool, url: str) -> None:
+        """The local server's port while it runs."""
+        port = url.rsplit(":", 1)[-1].split("/", 1)[0] if url else ""
+        self.server_label.setText(f"API :{port}" if running else "")
+        self.server_label.setToolTip(f"Local server (OpenAI API) at {url}" if running else "")
+        self.server_label.setVisible(running)
 
     def show_message(self, text: str, *, error: bool = False) -> None:
         self.showMessage(("⚠  " if error else "") + text, MESSAGE_MS * (2 if error else 1))

@@ -1,0 +1,100 @@
+"""The "Local server" toggle: `tandem serve`'s OpenAI-compatible server run inside the app's
+qasync loop on the app's own engine, so API requests join the chats' batch."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+
+from PySide6.QtCore import QObject, Signal
+
+from app.engine_bridge import EngineBridge
+from app.store.conversation_store import Store
+from server.cli import API_KEY_ENV
+from server.local_server import DEFAULT_HOST, DEFAULT_PORT, LocalServer
+from server.server_stats import ServerStats
+
+ENABLED_KEY = "local_server"
+PORT_KEY = "local_server_port"
+
+
+class LocalServerController(QObject):
+    """Starts and stops the local server; its state and counters as signals."""
+
+    stateChanged = Signal(bool, str)  # running, its URL ("" when off)
+    failed = Signal(str)  # a message for the user (the port is taken, say)
+    statsChanged = Signal(object)  # ServerStats, or None while off
+
+    def __init__(self, bridge: EngineBridge, store: Store, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._bridge = bridge
+        self._store = store
+        self._server: LocalServer | None = None
+        self._task: asyncio.Task | None = None
+        bridge.statsUpdated.connect(self._stats_polled)
+
+    @property
+    def running(self) -> bool:
+        return self._server is not None and self._server.running
+
+    @property
+    def url(self) -> str:
+        return self._server.url if self.running else ""
+
+    @property
+    def stats(self) -> ServerStats | None:
+        return self._server.stats if self.running else None
+
+    def _stats_polled(self, _stats: object) -> None:
+        self.statsChanged.emit(self.stats)
+
+    def restore(self) -> None:
+        """Start it again if it was on when Tandem last closed."""
+        if self._store.setting(ENABLED_KEY, False):
+            self.set_enabled(True)
+
+    def set_enabled(self, on: bool) -> None:
+        self._store.set_setting(ENABLED_KEY, bool(on))
+        previous = self._task
+        self._task = asyncio.ensure_future(self._switch(on, previous))
+
+    async def wait(self) -> None:
+        """Until the last switch has happened (for tests and shutdown)."""
+        if self._task is not None:
+            await asyncio.shield(self._task)
+
+    async def stop(self) -> None:
+        await self.wait()
+        await self._switch(False, None)
+
+    async def _switch(self, on: bool, previous: asyncio.Task | None) -> None:
+        if previous is not None and not previous.done():
+            await asyncio.wait([previous])
+        if on and not self.running:
+            chosen = self._store.setting(PORT_KEY)
+            port = DEFAULT_PORT if chosen is None else int(chosen)  # 0: any free port
+            server = LocalServer(
+                self._bridge.engine,
+                host=DEFAULT_HOST,
+                port=port,
+                api_key=os.environ.get(API_KEY_ENV) or None,
+            )
+            try:
+                await server.start()
+            except OSError as exc:
+                logging.getLogger(__name__).warning("local server: %s", exc)
+                self._store.set_setting(ENABLED_KEY, False)
+                self.failed.emit(
+                    f"The local server cannot listen on port {port}: "
+                    f"{exc.strerror or exc} (another program may use it)"
+                )
+                self.stateChanged.emit(False, "")
+                return
+            self._server = server
+            self.stateChanged.emit(True, server.url)
+        elif not on and self._server is not None:
+            server, self._server = self._server, None
+            await server.stop()
+            self.stateChanged.emit(False, "")
+        self.statsChanged.emit(self.stats)

@@ -1,0 +1,101 @@
+"""The app's "Local server" toggle: the OpenAI server in the app's qasync loop on the app's
+engine (a tiny random model); its requests run next to a chat's and the panel counts them."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from apphelpers import ARTIFACTS, close_window, make_window, run, spin
+
+from app.engine_bridge import EngineBridge
+from engine.api import EngineConfig
+from tests.tiny_models import make_tiny_llama_dir
+
+SHOTS = ARTIFACTS / "screenshots"
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory):
+    return make_tiny_llama_dir(tmp_path_factory.mktemp("app-server-model"))
+
+
+def _post(url: str, body: dict) -> dict:
+    request = urllib.request.Request(
+        url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=60) as reply:
+        return json.load(reply)
+
+
+def test_local_server_toggle_serves_the_apps_engine(store, tiny_dir):
+    store.set_setting("local_server_port", 0)  # a free port
+    bridge = EngineBridge(config=EngineConfig(model=str(tiny_dir), log_blas=False))
+    bridge.start()
+    window = make_window(store, bridge)
+    try:
+        assert spin(lambda: bridge.ready, 60)
+        panel = window.panel.engine_card
+        assert panel.value("api") == "server off"
+        assert not window.status.server_label.isVisible()
+
+        window.menu_actions.local_server.setChecked(True)  # the menu's toggle
+        assert spin(lambda: window.local_server.running, 10)
+        url = window.local_server.url
+        port = url.rsplit(":", 1)[1].split("/")[0]
+        assert window.status.server_label.text() == f"API :{port}"
+        assert store.setting("local_server") is True
+
+        # a chat and four API requests at once, in the same engine
+        tab = window.current_tab()
+        tab.controller.send("Tell me a long story")
+        with ThreadPoolExecutor(4) as pool:
+            body = {
+                "messages": [{"role": "user", "content": "hi"}],
+                "max_tokens": 200,
+                "temperature": 0,
+            }
+            futures = [pool.submit(_post, url + "/chat/completions", body) for _ in range(4)]
+            assert spin(
+                lambda: "running" in panel.value("api") and not panel.value("api").startswith("0"),
+                30,
+            )
+            shown_batch = []
+            spin(lambda: shown_batch.append(bridge.stats().batch_size) or max(shown_batch) >= 2, 30)
+            assert spin(lambda: all(f.done() for f in futures), 60)
+        replies = [f.result() for f in futures]
+        assert len({r["choices"][0]["message"]["content"] for r in replies}) == 1
+        assert max(shown_batch) >= 2  # API rows and the chat's shared the batch
+        assert spin(lambda: panel.value("api") == "0 running · 4 served", 10)
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        assert window.grab().save(str(SHOTS / "local-server.png"))
+
+        window.menu_actions.local_server.setChecked(False)
+        assert spin(lambda: not window.local_server.running, 10)
+        assert not window.status.server_label.isVisible()
+        assert panel.value("api") == "server off"
+        assert store.setting("local_server") is False
+    finally:
+        close_window(window)
+        run(bridge.stop(), timeout=30)
+
+
+def test_a_taken_port_says_so_and_turns_the_toggle_off(store, fake_engine):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        store.set_setting("local_server_port", taken.getsockname()[1])
+        bridge = EngineBridge(fake_engine)
+        bridge.start()
+        window = make_window(store, bridge)
+        try:
+            window.menu_actions.local_server.setChecked(True)
+            assert spin(lambda: "cannot listen on port" in window.status.currentMessage(), 10)
+            assert spin(lambda: not window.menu_actions.local_server.isChecked(), 5)
+            assert not window.local_server.running
+        finally:
+            close_window(window)
