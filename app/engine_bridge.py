@@ -15,11 +15,14 @@ from collections.abc import AsyncIterator, Awaitable
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from app.models.model_catalog import BUILT_IN_SPEC
+from app.remote.remote_backend import RemoteBackend
+from app.remote.remote_spec import is_remote, parse_remote
 from engine.api import Engine, EngineConfig
 from engine.requests import (
     EngineErrorEvent,
     EngineEvent,
     EngineStats,
+    ErrorEvent,
     Event,
     GenerationRequest,
     LoadProgressEvent,
@@ -63,6 +66,7 @@ class EngineBridge(QObject):
         self.last_error: str | None = None
         self.loading = False  # the default model is loading
         self.loads: set[str] = set()  # specs loading by hand ("" for the built-in model)
+        self.remote: RemoteBackend | None = None  # chats whose model is a "remote:" spec
         self._stats = EngineStats()
         self._tasks: set[asyncio.Task] = set()
         self._timer = QTimer(self)
@@ -174,6 +178,10 @@ class EngineBridge(QObject):
         """What to call the model a chat's setting names, loaded or not."""
         if spec is None and self.model_info is not None:
             return self.model_info.name
+        if is_remote(spec):
+            server_id, model = parse_remote(spec)
+            server = self.remote.registry.get(server_id) if self.remote else None
+            return f"{model} on {server.name}" if server else f"{model} (a removed server)"
         held = self.model_for(spec)
         if held is not None:
             return held.name
@@ -209,8 +217,10 @@ class EngineBridge(QObject):
             task.cancel()
 
     async def stop(self) -> None:
-        """Close the bridge and stop the engine."""
+        """Close the bridge (and remote connections) and stop the engine."""
         self.close()
+        if self.remote is not None:
+            await self.remote.close()
         await self.engine.stop()
 
     # -- requests and stats --------------------------------------------------------------------
@@ -220,6 +230,11 @@ class EngineBridge(QObject):
         return self.model_info is not None and not self.loading
 
     def submit(self, request: GenerationRequest) -> AsyncIterator[Event]:
+        """The engine's events for `request`; a "remote:" model's come from its server."""
+        if is_remote(request.model):
+            if self.remote is None:
+                return _single(ErrorEvent(request.request_id, "remote servers are not set up"))
+            return self.remote.submit(request)
         return self.engine.submit(request)
 
     def cancel(self, request_id: str) -> None:
@@ -228,6 +243,8 @@ class EngineBridge(QObject):
     async def count_tokens(
         self, messages: list[dict[str, str]], *, model: str | None = None
     ) -> int:
+        if is_remote(model):  # the server's tokenizer is not here: the meter says "unknown"
+            raise LookupError("a remote model's tokens cannot be counted here")
         return await self.engine.count_tokens(messages, model=model)
 
     def stats(self) -> EngineStats:
@@ -274,6 +291,10 @@ class EngineBridge(QObject):
                 self.engineFailed.emit(event.message)
             elif not self.loading:
                 self.engineError.emit(event.message)
+
+
+async def _single(event: Event) -> AsyncIterator[Event]:
+    yield event
 
 
 async def _quietly(call: Awaitable) -> None:

@@ -242,7 +242,7 @@ class ChatSettingsForm(QScrollArea):
             for entry in entries:
                 if entry.path is not None:
                     self.model_combo.addItem(entry.name, entry.path)
-                if entry.location or entry.path:
+                if (entry.location or entry.path) and entry.source != "remote":
                     self.draft_model.addItem(entry.name, entry.location or entry.path)
             select_data(self.model_combo, self._settings.model)
             select_data(self.draft_model, self._settings.draft_model)

@@ -18,6 +18,10 @@ from app.models.models_dialog import ModelsDialog
 from app.models.prompt_cache_clearer import PromptCacheClearer
 from app.panel.engine_card import DEFAULT_SCOPE
 from app.panel.live_panel import LivePanel
+from app.remote.remote_backend import RemoteBackend
+from app.remote.remote_servers import RemoteServers
+from app.remote.server_registry import ServerRegistry
+from app.remote.servers_dialog import RemoteServersDialog
 from app.settings.settings_form import ChatSettingsForm
 from app.sidebar.conversation_sidebar import ConversationSidebar
 from app.store.conversation_store import Store
@@ -85,8 +89,16 @@ class MainWindow(QMainWindow):
 
         self.status = EngineStatusBar(bridge)
         self.setStatusBar(self.status)
+        if bridge.remote is None:
+            bridge.remote = RemoteBackend(ServerRegistry(store))
+        self.remote_servers = RemoteServers(bridge.remote, self)
         self.settings = SettingsController(
-            self.settings_form, tabs=self.chats, store=store, bridge=bridge, status=self.status
+            self.settings_form,
+            tabs=self.chats,
+            store=store,
+            bridge=bridge,
+            status=self.status,
+            remote=self.remote_servers,
         )
         self.conversations = ConversationActions(
             self, store=store, tabs=self.chats, status=self.status
@@ -98,6 +110,8 @@ class MainWindow(QMainWindow):
         self._connect()
         self.chats.set_highlight_drafts(self.panel.highlight.isChecked())
         QTimer.singleShot(0, self.settings.refresh_models)
+        if self.remote_servers.servers():
+            QTimer.singleShot(0, self.remote_servers.refresh)
 
         if restore:
             self._restore()
@@ -212,8 +226,18 @@ class MainWindow(QMainWindow):
             dialog = ModelsDialog(
                 self.bridge, self.store, self.cache_clearer, self, chats=self._chat_uses
             )
-            dialog.modelsChanged.connect(self.settings_form.set_models)
+            dialog.modelsChanged.connect(lambda _entries: self.settings.refresh_models())
             self._dialogs["models"] = dialog
+        dialog.refresh()
+        dialog.show()
+        dialog.raise_()
+        return dialog
+
+    def show_remote_servers(self) -> RemoteServersDialog:
+        dialog = self._dialogs.get("remote")
+        if dialog is None:
+            dialog = RemoteServersDialog(self.remote_servers, self)
+            self._dialogs["remote"] = dialog
         dialog.refresh()
         dialog.show()
         dialog.raise_()

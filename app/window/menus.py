@@ -115,7 +115,9 @@ def build_menus(window: MainWindow) -> Actions:
     local_server.toggled.connect(
         lambda on: on != window.local_server.running and window.local_server.set_enabled(on)
     )
-    fill(models_menu, models, None, local_server)
+    remote = action("Remote servers…", window.show_remote_servers)
+    remote.setStatusTip("Chat with models on OpenAI-compatible servers elsewhere")
+    fill(models_menu, models, remote, None, local_server)
 
     help_menu = bar.addMenu("&Help")
     shortcuts = action("Keyboard shortcuts", window.show_shortcuts, "F1", "Ctrl+/")

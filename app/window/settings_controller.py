@@ -10,6 +10,7 @@ from app.chat.chat_controller import ChatController
 from app.engine_bridge import EngineBridge
 from app.models.model_catalog import list_models
 from app.models.models_dialog import MODEL_DIRS_KEY
+from app.remote.remote_servers import RemoteServers
 from app.settings.chat_settings import SPEC_METHOD_LABELS, ChatSettings
 from app.settings.new_chat_defaults import load_defaults, save_default_system_prompt
 from app.settings.settings_form import ChatSettingsForm
@@ -29,6 +30,7 @@ class SettingsController(QObject):
         store: Store,
         bridge: EngineBridge,
         status: EngineStatusBar,
+        remote: RemoteServers | None = None,
         parent: QObject | None = None,
     ) -> None:
         super().__init__(parent)
@@ -37,6 +39,9 @@ class SettingsController(QObject):
         self._store = store
         self._bridge = bridge
         self._status = status
+        self._remote = remote
+        if remote is not None:
+            remote.modelsChanged.connect(self.refresh_models)
         form.settingsEdited.connect(self._edited)
         form.saveAsDefault.connect(self._save_default)
         form.resetRequested.connect(self._reset)
@@ -48,7 +53,8 @@ class SettingsController(QObject):
         form.set_target(bridge.model_info)
 
     def refresh_models(self) -> None:
-        self.form.set_models(list_models(list(self._store.setting(MODEL_DIRS_KEY, []))))
+        local = list_models(list(self._store.setting(MODEL_DIRS_KEY, [])))
+        self.form.set_models(local + (self._remote.entries() if self._remote else []))
 
     def switch_method(self, method: str) -> None:
         """Use speculative `method` in the current chat from its next reply."""
