@@ -280,5 +280,8 @@ def _timeout_error(server: RemoteServer, seconds: float) -> str:
 
 
 def _dropped(server: RemoteServer, exc: Exception | None) -> str:
-    why = f" ({exc})" if exc is not None and str(exc) else ""
-    return f"The connection to {server.name} dropped before the reply ended{why}"
+    if exc is not None:
+        log.info("the stream from %s broke: %r", server.name, exc)
+    return (
+        f"The connection to {server.name} dropped before the reply ended; the text so far is kept"
+    )

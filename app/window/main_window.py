@@ -332,6 +332,7 @@ class MainWindow(QMainWindow):
         """Stop the local server and every reply, and wait until their text is stored."""
         await self.local_server.stop()
         await self.chats.shutdown()
+        await self.remote_servers.close()
 
     def closeEvent(self, event: QCloseEvent) -> None:
         self.chats.closing = True
