@@ -26,14 +26,22 @@ BUNDLE_IDENTIFIER = "org.tandem.Tandem"
 MLX_MIN_MACOS = "14.0"  # mlx 0.32.4's macOS wheels are tagged macosx_14_0_arm64 at the lowest
 VERSION_MODULE = "tandem_bundle_version"  # app/version.py reads it when frozen
 # mlx's extension imports its Python helpers (mlx._reprlib_fix) from C; mlx-lm imports these by
-# name (a model's model_type, a tokenizer's chat template or tool parser)
-DYNAMIC_PACKAGES = ("mlx", "mlx_lm.models", "mlx_lm.chat_templates", "mlx_lm.tool_parsers")
+# name (a model's model_type, a tokenizer's chat template or tool parser); keyring finds the
+# system's keyring backend by entry point (its metadata is copied too)
+DYNAMIC_PACKAGES = (
+    "mlx",
+    "mlx_lm.models",
+    "mlx_lm.chat_templates",
+    "mlx_lm.tool_parsers",
+    "keyring.backends",
+)
 # transformers' AutoTokenizer/AutoConfig import a model family's modules by name; only these two
 # kinds are needed for tokenizers (the modeling_* files want torch)
 TRANSFORMERS_KINDS = ("tokenization_", "configuration_")
 # installed in a developer's .venv (tests, benchmarks: matplotlib brings Pillow, which
 # transformers' image code would pull in), never used by the app
-EXCLUDES = ["tkinter", "matplotlib", "PIL", "pytest", "_pytest", "IPython", "torch", "pyelftools"]
+EXCLUDES = ["tkinter", "matplotlib", "PIL", "pytest", "_pytest", "IPython", "torch", "pyelftools",
+            "openai"]  # fmt: skip
 # found by scanning ctypes.CDLL calls, but only probed at run time: transformers asks for the CUDA
 # runtime (and a build machine's copy must never ship)
 UNWANTED_BINARIES = ("libcudart",)
@@ -79,7 +87,14 @@ def datas(model_files: list[Path]) -> list[tuple[str, str]]:
     ]
     found += [(str(path), "resources/models") for path in model_files]
     found += collect_data_files("mlx", includes=["**/*.metallib"])  # macOS: beside libmlx.dylib
-    for distribution in ("mlx", "mlx-lm", "tokenizers", "safetensors", "huggingface-hub"):
+    for distribution in (
+        "mlx",
+        "mlx-lm",
+        "tokenizers",
+        "safetensors",
+        "huggingface-hub",
+        "keyring",
+    ):
         found += copy_metadata(distribution)
     return found
 
