@@ -39,6 +39,11 @@ DEFAULT_MAX_TOKENS = 64
 DEFAULT_REPEATS = 2
 START_TIMEOUT_S = 300.0
 LOOKUP = {"method": "lookup", "draft_tokens": 4}
+# mlx_lm.server after `import engine`, which interposes OpenBLAS as our engine has it
+MLX_LM_SERVER = (
+    "import sys, runpy, engine; sys.argv[0] = 'mlx_lm.server'; "
+    "runpy.run_module('mlx_lm.server', run_name='__main__')"
+)
 
 
 @dataclass
@@ -62,6 +67,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--repeats", type=int, default=DEFAULT_REPEATS)
     p.add_argument("--rewrite-concurrency", type=int, nargs="*", default=[1, 4])
     p.add_argument("--rewrite-max-tokens", type=int, default=96)
+    p.add_argument(
+        "--overhead-only",
+        action="store_true",
+        help="only tandem serve against the engine directly, both on one engine in this process "
+        "(the clients too, so their parsing counts against the server)",
+    )
     p.add_argument("--json", type=Path, help="write the results here")
     return p.parse_args(argv)
 
@@ -149,11 +160,11 @@ class ServerProcess:
         self._hub = tempfile.TemporaryDirectory(prefix="tandem-bench-hub-")
         if kind == "tandem":
             command = [sys.executable, "-m", "server", "--model", model, "--port", str(port)]
-        else:
+        else:  # with OpenBLAS interposed, as our engine has it (else mlx-cpu's reference BLAS)
             command = [
                 sys.executable,
-                "-m",
-                "mlx_lm.server",
+                "-c",
+                MLX_LM_SERVER,
                 "--model",
                 model,
                 "--port",
@@ -218,6 +229,12 @@ async def bench(args: argparse.Namespace) -> dict:
     eng = Engine(EngineConfig(model=model, log_blas=False))
     eng.start()
     info = await eng.wait_ready()
+    if args.overhead_only:
+        try:
+            rows = await overhead_in_process(eng, args)
+        finally:
+            await eng.stop()
+        return report(args, info, rows, [])
     ours = ServerProcess("tandem", model, free_port())
     theirs = ServerProcess("mlx_lm", model, free_port())
     try:
@@ -267,8 +284,40 @@ async def bench(args: argparse.Namespace) -> dict:
         ours.close()
         theirs.close()
         await eng.stop()
+    return report(args, info, rows, rewrite)
+
+
+async def overhead_in_process(eng: Engine, args: argparse.Namespace) -> list[dict]:
+    """Direct calls and streaming clients of a LocalServer on the same engine, alternated."""
+    from server.local_server import LocalServer
+
+    server = LocalServer(eng, port=0)
+    await server.start()
+    try:
+        chat = messages_for("chat", 1)[:1]
+        await direct(eng, chat, 8)
+        await stream_clients(server.url, chat, 8)
+        rows = []
+        for c in args.concurrency:
+            conversations = messages_for("chat", c)
+            runs: dict[str, list[Run]] = {"direct": [], "tandem": []}
+            for _ in range(args.repeats):
+                runs["direct"].append(await direct(eng, conversations, args.max_tokens))
+                runs["tandem"].append(
+                    await stream_clients(server.url, conversations, args.max_tokens)
+                )
+            row = {"concurrency": c, **{k: median_run(v) for k, v in runs.items()}}
+            report_row("chat (one engine)", row)
+            rows.append(row)
+        return rows
+    finally:
+        await server.stop()
+
+
+def report(args: argparse.Namespace, info, rows: list[dict], rewrite: list[dict]) -> dict:
     return {
         "command": "python -m server.bench " + " ".join(sys.argv[1:]),
+        "commit": _commit(),
         "model": info.name,
         "machine": {
             "platform": platform.platform(),
@@ -279,6 +328,18 @@ async def bench(args: argparse.Namespace) -> dict:
         "chat": rows,
         "rewrite_lookup": rewrite,
     }
+
+
+def _commit() -> str:
+    try:
+        return subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            cwd=Path(__file__).parent,
+        ).stdout.strip()
+    except OSError:
+        return ""
 
 
 def report_row(workload: str, row: dict) -> None:

@@ -78,20 +78,15 @@ async def serve(args: argparse.Namespace) -> int:
 
     eng = Engine(EngineConfig(model=args.model, draft_model=args.draft_model))
     eng.start()
+    server = LocalServer(
+        eng,
+        host=args.host,
+        port=args.port,
+        api_key=args.api_key,
+        max_body_bytes=int(args.max_body_mb * (1 << 20)),
+    )
     try:
-        try:
-            info = await eng.wait_ready()
-        except Exception as exc:  # noqa: BLE001 - said once, plainly, then exit
-            print(f"failed: {exc}", file=sys.stderr, flush=True)
-            return 1
-        server = LocalServer(
-            eng,
-            host=args.host,
-            port=args.port,
-            api_key=args.api_key,
-            max_body_bytes=int(args.max_body_mb * (1 << 20)),
-        )
-        try:
+        try:  # listen first: a taken port is said at once, not after the model has loaded
             await server.start()
         except OSError as exc:
             print(
@@ -100,15 +95,20 @@ async def serve(args: argparse.Namespace) -> int:
                 flush=True,
             )
             return 1
+        try:
+            info = await eng.wait_ready()
+        except Exception as exc:  # noqa: BLE001 - said once, plainly, then exit
+            print(f"failed: {exc}", file=sys.stderr, flush=True)
+            return 1
         print(
             f"serving {info.name} at {server.url}"
             + (" (API key required)" if args.api_key else ""),
             flush=True,
         )
         await _until_signalled()
-        await server.stop()
         return 0
     finally:
+        await server.stop()
         await eng.stop()
 
 
