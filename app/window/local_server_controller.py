@@ -7,6 +7,8 @@ import asyncio
 import logging
 import os
 
+import keyring
+from keyring.errors import KeyringError
 from PySide6.QtCore import QObject, Signal
 
 from app.engine_bridge import EngineBridge
@@ -17,6 +19,8 @@ from server.server_stats import ServerStats
 
 ENABLED_KEY = "local_server"
 PORT_KEY = "local_server_port"
+KEYRING_SERVICE = "Tandem local server"  # the API key lives in the system keyring
+KEYRING_USER = "api-key"
 
 
 class LocalServerController(QObject):
@@ -45,6 +49,35 @@ class LocalServerController(QObject):
     @property
     def stats(self) -> ServerStats | None:
         return self._server.stats if self.running else None
+
+    def api_key(self) -> str | None:
+        """The key clients must send: the keyring's, else $TANDEM_API_KEY, else none."""
+        try:
+            key = keyring.get_password(KEYRING_SERVICE, KEYRING_USER)
+        except KeyringError as exc:
+            logging.getLogger(__name__).warning("cannot read the server key: %s", exc)
+            key = None
+        return key or os.environ.get(API_KEY_ENV) or None
+
+    def set_api_key(self, key: str) -> bool:
+        """Keep `key` in the keyring ("" forgets it); a running server restarts with it.
+        False (and `failed`) when the system has no keyring."""
+        try:
+            if key:
+                keyring.set_password(KEYRING_SERVICE, KEYRING_USER, key)
+            elif keyring.get_password(KEYRING_SERVICE, KEYRING_USER) is not None:
+                keyring.delete_password(KEYRING_SERVICE, KEYRING_USER)
+        except KeyringError as exc:
+            self.failed.emit(f"The key could not be kept in the system keyring: {exc}")
+            return False
+        if self.running:
+            previous = self._task
+            self._task = asyncio.ensure_future(self._restart(previous))
+        return True
+
+    async def _restart(self, previous: asyncio.Task | None) -> None:
+        await self._switch(False, previous)
+        await self._switch(True, None)
 
     def _stats_polled(self, _stats: object) -> None:
         self.statsChanged.emit(self.stats)
@@ -78,7 +111,7 @@ class LocalServerController(QObject):
                 self._bridge.engine,
                 host=DEFAULT_HOST,
                 port=port,
-                api_key=os.environ.get(API_KEY_ENV) or None,
+                api_key=self.api_key(),
             )
             try:
                 await server.start()

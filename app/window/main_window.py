@@ -8,7 +8,14 @@ from pathlib import Path
 
 from PySide6.QtCore import QTimer, Signal
 from PySide6.QtGui import QCloseEvent
-from PySide6.QtWidgets import QMainWindow, QTabWidget, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QInputDialog,
+    QLineEdit,
+    QMainWindow,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
 
 from app.chat.chat_tab import ChatTab
 from app.engine_bridge import EngineBridge
@@ -232,6 +239,18 @@ class MainWindow(QMainWindow):
         dialog.show()
         dialog.raise_()
         return dialog
+
+    def ask_server_key(self) -> None:
+        """Ask for the local server's API key (empty: none)."""
+        key, ok = QInputDialog.getText(
+            self,
+            "Local server API key",
+            "Clients must send 'Authorization: Bearer <key>'. Leave empty to require none.",
+            QLineEdit.EchoMode.Password,
+        )
+        if ok and self.local_server.set_api_key(key.strip()):
+            said = "now requires this key" if key.strip() else "requires no key"
+            self.status.show_message(f"The local server {said}")
 
     def show_remote_servers(self) -> RemoteServersDialog:
         dialog = self._dialogs.get("remote")

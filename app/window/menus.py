@@ -115,9 +115,11 @@ def build_menus(window: MainWindow) -> Actions:
     local_server.toggled.connect(
         lambda on: on != window.local_server.running and window.local_server.set_enabled(on)
     )
+    server_key = action("Local server API key…", window.ask_server_key)
+    server_key.setStatusTip("Require a key from the local server's clients (kept in the keyring)")
     remote = action("Remote servers…", window.show_remote_servers)
     remote.setStatusTip("Chat with models on OpenAI-compatible servers elsewhere")
-    fill(models_menu, models, remote, None, local_server)
+    fill(models_menu, models, remote, None, local_server, server_key)
 
     help_menu = bar.addMenu("&Help")
     shortcuts = action("Keyboard shortcuts", window.show_shortcuts, "F1", "Ctrl+/")

@@ -3,6 +3,7 @@ engine (a tiny random model); its requests run next to a chat's and the panel co
 
 from __future__ import annotations
 
+import asyncio
 import json
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -99,3 +100,36 @@ def test_a_taken_port_says_so_and_turns_the_toggle_off(store, fake_engine):
             assert not window.local_server.running
         finally:
             close_window(window)
+
+
+def test_the_server_key_lives_in_the_keyring_and_guards_the_server(store, fake_engine):
+    import urllib.error
+
+    from remote_support import use_memory_keyring
+
+    from app.window.local_server_controller import KEYRING_SERVICE, KEYRING_USER
+
+    keys = use_memory_keyring()
+    store.set_setting("local_server_port", 0)
+    bridge = EngineBridge(fake_engine)
+    bridge.start()
+    window = make_window(store, bridge)
+    try:
+        server = window.local_server
+        server.set_enabled(True)
+        assert spin(lambda: server.running, 10)
+        assert server.set_api_key("sk-local")
+        assert keys.passwords[(KEYRING_SERVICE, KEYRING_USER)] == "sk-local"
+        assert "sk-local" not in str(store.setting("local_server"))
+        assert spin(lambda: server.running and server._server.api_key == "sk-local", 10)
+        url = server.url + "/models"
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            run(asyncio.to_thread(urllib.request.urlopen, url, timeout=10))
+        assert refused.value.code == 401
+        request = urllib.request.Request(url, headers={"Authorization": "Bearer sk-local"})
+        reply = run(asyncio.to_thread(urllib.request.urlopen, request, timeout=10))
+        assert reply.status == 200
+        assert server.set_api_key("")
+        assert (KEYRING_SERVICE, KEYRING_USER) not in keys.passwords
+    finally:
+        close_window(window)
