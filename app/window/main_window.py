@@ -96,8 +96,7 @@ class MainWindow(QMainWindow):
 
         self.status = EngineStatusBar(bridge)
         self.setStatusBar(self.status)
-        if bridge.remote is None:
-            bridge.remote = RemoteBackend(ServerRegistry(store))
+        bridge.remote = RemoteBackend(ServerRegistry(store))  # this window's store's servers
         self.remote_servers = RemoteServers(bridge.remote, self)
         self.settings = SettingsController(
             self.settings_form,
