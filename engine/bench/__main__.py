@@ -63,6 +63,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--repeats", type=int, default=DEFAULT_REPEATS, help="alternated runs each")
     p.add_argument("--prefill-chunk", type=int, default=512)
+    p.add_argument("--long-tokens", type=int, default=2048, help="long-prompt workload's prompt")
     p.add_argument("--no-baseline", action="store_true", help="skip mlx-lm's BatchGenerator")
     p.add_argument("--no-check", action="store_true", help="skip the mlx_lm.generate check")
     p.add_argument("--no-warmup", action="store_true", help="skip the untimed run per draft length")
@@ -317,12 +318,29 @@ def multiturn_report(args: argparse.Namespace) -> dict:
     }
 
 
+def long_prompt_report(args: argparse.Namespace) -> dict:
+    from engine.bench.long_prompt import print_long_prompt, run_sync
+
+    rows = run_sync(args.model, long_tokens=args.long_tokens, prefill_chunk=args.prefill_chunk)
+    for row in rows:
+        print_long_prompt(row)
+    return {
+        "command": "python -m engine.bench " + " ".join(sys.argv[1:]),
+        "date": time.strftime("%Y-%m-%d %H:%M"),
+        "machine": machine(),
+        "model": args.model or "default",
+        "results": rows,
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING)
     args = parse_args(argv)
     print(f"machine: {machine()}", flush=True)
     if args.workload == "multiturn":
         report = multiturn_report(args)
+    elif args.workload == "long-prompt":
+        report = long_prompt_report(args)
     else:
         report = asyncio.run(bench(args))
     if args.json:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 from typing import Any
 
 from engine.config import EngineConfig
@@ -96,7 +97,13 @@ class EngineCore:
         """Do one step's work; return the events it produced."""
         plan = self.scheduler.schedule()
         try:
+            start = time.perf_counter()
             output = self.executor.execute(plan, while_waiting=self.scheduler.stream_deferred)
+            self.scheduler.pacer.observe(
+                time.perf_counter() - start,
+                prefill_tokens=sum(c.tokens for c in plan.prefill),
+                decoding=bool(plan.decode),
+            )
             self.scheduler.update(plan, output)
         except Exception as exc:  # noqa: BLE001 - no row can be blamed: end them all, once
             log.exception("an engine step failed")

@@ -16,6 +16,7 @@ from typing import Any
 
 from engine.config import EngineConfig
 from engine.core.outputs import OutputProcessor
+from engine.core.prefill_pacer import PrefillPacer
 from engine.core.request_state import RequestState
 from engine.core.step_plan import DecodeRow, PrefillChunk, StepOutput, StepPlan, TokenRun
 from engine.core.step_timing import StepTiming
@@ -46,6 +47,9 @@ class Scheduler:
         self.policy = policy
         self.waiting: deque[RequestState] = deque()
         self.prefilling: list[RequestState] = []
+        self.pacer = PrefillPacer(
+            max_chunk=config.prefill_chunk, gap_factor=config.prefill_gap_factor
+        )
         self.running: list[RequestState] = []  # in the executor's batch
         self._leaving: list[RequestState] = []  # ended; the executor still holds their caches
         self._deferred: list[RequestState] = []  # rows whose last round's text is not out yet
@@ -152,8 +156,9 @@ class Scheduler:
         return [DecodeRow(s, c.k, c.drafter, c.note) for s, c in zip(self.running, choices)]
 
     def _prefill_chunks(self) -> list[PrefillChunk]:
-        """Up to one chunk of prompt tokens, for the oldest requests."""
-        budget, chunks = self.config.prefill_chunk, []
+        """Up to one chunk of prompt tokens, for the oldest requests: a smaller one while other
+        rows decode, so that they keep a bounded gap between tokens (engine/core/prefill_pacer.py)."""
+        budget, chunks = self.pacer.budget(decoding=bool(self.running)), []
         for state in self.prefilling:
             if len(chunks) >= self.config.max_batch or budget <= 0:
                 break
