@@ -351,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
         title = f"{report['model']} on {report['machine']['device']}"
         if speedup_chart(report["results"], args.chart, title=title):
             print(f"wrote {args.chart}")
-    return 0 if all(r["lossless"] is not False for r in report["results"]) else 1
+    return 0 if all(r.get("lossless") is not False for r in report["results"]) else 1
 
 
 def exit_now(code: int) -> None:

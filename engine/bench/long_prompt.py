@@ -18,6 +18,7 @@ from engine.requests import ErrorEvent, GenerationRequest, TokenEvent
 
 DEFAULT_LONG_TOKENS = 2048
 DEFAULT_RUNNING = 3
+DEFAULT_CHAT_TOKENS = 2000
 
 
 def p99(values: list[float]) -> float:
@@ -25,13 +26,21 @@ def p99(values: list[float]) -> float:
     return ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))] if ordered else 0.0
 
 
-async def _chat(engine: Engine, prompt: list[int], max_tokens: int, times: list[float]) -> None:
-    request = GenerationRequest(prompt_tokens=prompt, max_tokens=max_tokens)
-    async for event in engine.submit(request):
-        if isinstance(event, TokenEvent) and event.token_ids:
-            times.append(time.perf_counter())
-        elif isinstance(event, ErrorEvent):
-            raise RuntimeError(event.message)
+async def _chat(
+    engine: Engine, prompt: list[int], max_tokens: int, replies: list[list[float]]
+) -> None:
+    """One chat slot, kept busy until cancelled: a reply that ends is followed by another.
+    Each reply's token times are a list of their own (the gap to the next reply's first token
+    is its prompt's processing, not a stall)."""
+    while True:
+        times: list[float] = []
+        replies.append(times)
+        request = GenerationRequest(prompt_tokens=prompt, max_tokens=max_tokens)
+        async for event in engine.submit(request):
+            if isinstance(event, TokenEvent) and event.token_ids:
+                times.append(time.perf_counter())
+            elif isinstance(event, ErrorEvent):
+                raise RuntimeError(event.message)
 
 
 async def _first_token(engine: Engine, prompt: list[int]) -> tuple[float, float, float]:
@@ -82,23 +91,29 @@ async def measure(
     _, _, alone = await _first_token(engine, long_prompt)
 
     async def gaps_with(long: bool) -> tuple[list[float], float | None]:
-        times = [[] for _ in chats]
-        budget = 10_000  # the chats outlast the measurement; cancelled after it
-        tasks = [asyncio.create_task(_chat(engine, p, budget, t)) for p, t in zip(chats, times)]
-        while min(len(t) for t in times) < settle_tokens:  # all running, past their prefill
-            await asyncio.sleep(0.01)
+        slots: list[list[list[float]]] = [[] for _ in chats]
+        budget = DEFAULT_CHAT_TOKENS
+        tasks = [asyncio.create_task(_chat(engine, p, budget, s)) for p, s in zip(chats, slots)]
+
+        async def until(count: int) -> None:
+            while min(sum(len(t) for t in slot) for slot in slots) < count:
+                for task in tasks:
+                    if task.done():
+                        task.result()  # a failed chat says why
+                await asyncio.sleep(0.01)
+
+        await until(settle_tokens)  # all running, past their prefill
         ttft = None
         if long:
             start, end, ttft = await _first_token(engine, long_prompt)
         else:
             start = time.perf_counter()
-            while min(len(t) for t in times) < 3 * settle_tokens:
-                await asyncio.sleep(0.01)
+            await until(3 * settle_tokens)
             end = time.perf_counter()
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        return [g for t in times for g in _gaps(t, start, end)], ttft
+        return [g for slot in slots for t in slot for g in _gaps(t, start, end)], ttft
 
     quiet, _ = await gaps_with(False)
     busy, ttft = await gaps_with(True)
