@@ -50,6 +50,7 @@ class SpecMethod(str, enum.Enum):
     DRAFT_MODEL = "draft"
     PROMPT_LOOKUP = "lookup"
     AUTO = "auto"
+    MTP = "mtp"  # the model's own multi-token-prediction layers (engine/speculative/mtp/)
     SYNTHETIC = "synthetic"  # benchmarks and tests only: engine/bench/synthetic.py, registered
 
 

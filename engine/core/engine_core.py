@@ -13,6 +13,7 @@ from engine.config import EngineConfig
 from engine.core.batch_check import batching_problem, padding_problem, speculation_problem
 from engine.core.executor import ModelExecutor
 from engine.core.scheduler import Scheduler
+from engine.hidden import attach
 from engine.hosting.memory_budget import held_bytes
 from engine.requests import Event, GenerationRequest
 from engine.speculative.drafter import Drafter
@@ -83,11 +84,25 @@ class EngineCore:
 
     def set_drafter(self, drafter: Drafter | None, *, name: str | None = None) -> None:
         """Install a drafter under its name (None with a name removes it). It serves running
-        requests from the next round: drafters catch up from the rows' tokens."""
+        requests from the next round: drafters catch up from the rows' tokens. A drafter that
+        reads hidden states is refused (by name, with the reason) for a model whose hidden
+        states cannot be split from its head (engine/hidden.py)."""
         name = name or drafter.name
         self.executor.drafters.pop(name, None)
+        self.policy.checks.pop(name, None)
+        self.policy.unavailable.pop(name, None)
+        if drafter is not None and drafter.wants_hidden_states:
+            problem = attach(self.target.model)
+            if problem is not None:
+                log.warning("%s: drafter %s refused: %s", self.target.info.name, name, problem)
+                self.policy.unavailable[name] = (
+                    f"{self.target.info.name} cannot hand its hidden states to a drafter: {problem}"
+                )
+                drafter = None
         if drafter is not None:
             self.executor.drafters[name] = drafter
+            if type(drafter).check is not Drafter.check:
+                self.policy.checks[name] = drafter.check
         self.policy.drafters = frozenset(self.executor.drafters)
 
     # -- the step ------------------------------------------------------------------------------
