@@ -339,6 +339,12 @@ def model_info(
             sliding_window = setting("sliding_window") or rotating[0].max_size
 
     vocab_size = setting("vocab_size") or len(tokenizer.get_vocab())
+    from engine.speculative.mtp.checkpoint import find_mtp
+
+    try:  # the safetensors headers only; the layers load with the engine (EngineCore)
+        has_mtp = find_mtp(path, config) is not None
+    except OSError:
+        has_mtp = False
     return ModelInfo(
         name=name,
         path=str(path),
@@ -349,6 +355,7 @@ def model_info(
         context_length=next((int(setting(k)) for k in DEFAULT_CONTEXT_KEYS if setting(k)), None),
         dtype=dtype,
         sliding_window=sliding_window,
+        mtp=has_mtp,
     )
 
 

@@ -15,8 +15,9 @@ from engine.core.executor import ModelExecutor
 from engine.core.scheduler import Scheduler
 from engine.hidden import attach
 from engine.hosting.memory_budget import held_bytes
-from engine.requests import Event, GenerationRequest
+from engine.requests import Event, GenerationRequest, SpecMethod
 from engine.speculative.drafter import Drafter
+from engine.speculative.mtp.loading import mtp_drafter_for, mtp_weights_for
 from engine.speculative.policy import SpeculationPolicy
 from engine.speculative.prompt_lookup import PromptLookupDrafter
 
@@ -47,8 +48,32 @@ class EngineCore:
             log.warning("%s processes prompts one at a time: %s", target.info.name, padding)
             self.executor.batched_prefill = False
         self.set_drafter(PromptLookupDrafter())
+        self._install_mtp(config)
         for name, make in config.extra_drafters:
             self.set_drafter(make(target), name=name)
+
+    def _install_mtp(self, config: EngineConfig) -> None:
+        """The checkpoint's MTP layers as drafter "mtp", when it has them (ModelInfo.mtp)."""
+        info = self.target.info
+        weights = mtp_weights_for(self.target, config.mtp_weights)
+        try:
+            drafter, note = mtp_drafter_for(self.target, weights)
+        except Exception as exc:  # noqa: BLE001 - the model still runs without it
+            log.exception("loading the MTP layers of %s failed", info.name)
+            drafter, note = None, f"its MTP layers failed to load: {exc}"
+        if drafter is not None:
+            self.set_drafter(drafter)
+            note = self.policy.unavailable.get(drafter.name)
+        info.mtp = drafter is not None and note is None
+        info.mtp_note = note
+        if note is not None:
+            self.policy.unavailable.setdefault(SpecMethod.MTP.value, f"{info.name}: {note}")
+        elif not info.mtp:
+            self.policy.unavailable[SpecMethod.MTP.value] = (
+                f"{info.name} has no MTP layers (only models whose checkpoint carries them, "
+                "such as Qwen3.5/3.6, Qwen3-Next, DeepSeek-V3, GLM-4.5 and MiMo, can draft with "
+                "MTP; point the model at separate MTP weights if its folder lacks them)"
+            )
 
     # -- commands ------------------------------------------------------------------------------
 
