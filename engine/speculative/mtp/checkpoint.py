@@ -120,6 +120,15 @@ def find_mtp(folder: Path, config: dict[str, Any], weights: Path | None = None) 
     return MtpSource(family_of(config), prefix, tuple(found), max(layers, 1))
 
 
+def folder_has_mtp(folder: Path) -> bool:
+    """Whether a model folder's checkpoint carries MTP layers (config and headers only)."""
+    try:
+        config = json.loads((Path(folder) / "config.json").read_text(encoding="utf-8"))
+        return isinstance(config, dict) and find_mtp(Path(folder), config) is not None
+    except (OSError, ValueError):
+        return False
+
+
 def read_mtp_weights(source: MtpSource, target_model: Any) -> dict[str, mx.array]:
     """The first MTP layer's weights, renamed to engine/speculative/mtp/module.py's layout
     (experts stacked as mlx-lm's `switch_mlp`, Qwen's zero-centred norms made plain). The
