@@ -47,6 +47,7 @@ class LoadedModel:
     info: ModelInfo
     config: dict[str, Any]
     weights_id: str | None = None  # what the weights are when no file holds them (random models)
+    mtp: Any = None  # a ready MTP layer when no file holds it (random models with "-mtp")
 
 
 # ---------------------------------------------------------------------------- resolving

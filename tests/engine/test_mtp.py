@@ -112,8 +112,10 @@ def test_a_model_without_mtp_layers_refuses_mtp(tiny):
 
 
 def test_drafter_rounds_match_a_fresh_forward_over_the_whole_history(tmp_path):
-    """Its cache, fed a round at a time with chained guesses given back, drafts what one MTP
-    forward over the whole history (no cache) drafts, round after round."""
+    """Its batched cache, fed a round at a time with chained guesses given back, drafts for
+    every row what one MTP forward over that row's handed history (no cache) drafts, round
+    after round: rows with their own k, a row that sits out rounds, a row whose handover
+    jumps ahead (a prompt-cache hit) and starts again there."""
     import mlx.core as mx
     from mlx_lm.models.cache import KVCache
 
@@ -129,10 +131,11 @@ def test_drafter_rounds_match_a_fresh_forward_over_the_whole_history(tmp_path):
     assert note is None
     embed, head = embedding(target.model), lm_head(target.model)
 
-    def fresh(history: list[int], k: int) -> list[int]:
+    def fresh(history: list[int], k: int, start: int) -> list[int]:
         hidden, _ = split_forward(target.model, mx.array([history[:-1]]), None)
         cache = KVCache()
-        out, chain = drafter.mtp(embed(mx.array([history[1:]])), hidden, cache)
+        tokens = mx.array([history[start + 1 :]])
+        out, chain = drafter.mtp(embed(tokens), hidden[:, start:], cache)
         token = mx.argmax(head(out[:, -1]), axis=-1)
         drafts = [token]
         for _ in range(k - 1):
@@ -141,16 +144,35 @@ def test_drafter_rounds_match_a_fresh_forward_over_the_whole_history(tmp_path):
             drafts.append(token)
         return mx.concatenate(drafts).tolist()
 
-    history = prompts(5, 1)[0]
-    handed = 0
     params = SpeculativeParams(method=SpecMethod.MTP)
     rng = random.Random(3)
-    for k in (3, 2, 4, 1, 3):
-        hidden, _ = split_forward(target.model, mx.array([history[:-1]]), None)
-        row = DraftRow(
-            "r", history[:8], history[8:], k, params, hidden=hidden[0, handed:], hidden_start=handed
-        )
-        got = drafter.propose([row])[0]
-        assert got == fresh(history, k)
-        handed = len(history) - 1
-        history = history + got[: rng.randint(0, k)] + [rng.randrange(20, 1000)]
+    histories = dict(zip("abc", prompts(5, 3)))
+    handed = dict.fromkeys("abc", 0)
+    starts = dict.fromkeys("abc", 0)
+    plan = [("abc", 3), ("ab", 2), ("abc", 4), ("ac", 1), ("abc", 3), ("bc", 2)]
+    for round_no, (asked, k) in enumerate(plan):
+        if round_no == 4:  # c's handover jumps ahead: its positions before were not run
+            histories["c"] = histories["c"] + [rng.randrange(20, 1000) for _ in range(5)]
+            handed["c"] = starts["c"] = len(histories["c"]) - 3
+        rows = []
+        for rid in asked:
+            history = histories[rid]
+            hidden, _ = split_forward(target.model, mx.array([history[:-1]]), None)
+            rows.append(
+                DraftRow(
+                    rid,
+                    history[:4],
+                    history[4:],
+                    k + (rid == "b"),
+                    params,
+                    hidden=hidden[0, handed[rid] :],
+                    hidden_start=handed[rid],
+                )
+            )
+        got = drafter.propose(rows)
+        for row, draft in zip(rows, got):
+            rid = row.request_id
+            assert draft == fresh(histories[rid], row.k, starts[rid]), (round_no, rid)
+            handed[rid] = len(histories[rid]) - 1
+            kept = draft[: rng.randint(0, row.k)]
+            histories[rid] = histories[rid] + kept + [rng.randrange(20, 1000)]

@@ -1,14 +1,16 @@
 """The MTP drafter: the model's own multi-token-prediction layer proposes tokens from the
 target's hidden states (engine/hidden.py, /work/notes/HIDDEN_API.md).
 
-Per row it keeps the MTP layer's own KV cache, one entry per pair (target hidden state at
-position p, embedding of token p+1). Each round it feeds the pairs it was handed (the verify
-forward's kept positions, nothing rejected), reads the draft's first token off the last one,
-then chains: its own output and its own guess make the next pair (k > 1). The chained entries
-are given back at once (they hold no target hidden state), so the cache only ever holds pairs of
-the row's real history and nothing needs rolling back when the target rejects a guess. A row
-whose handed positions do not follow what it holds (a prompt-cache hit's prefix, rounds another
-drafter served) starts a fresh cache there: drafts may be worse, tokens stay exact.
+It keeps the MTP layer's KV cache for all its rows in one batched cache (rows give back
+positions as masked holes: engine/cache/ragged.py), one entry per pair (target hidden state at
+position p, embedding of token p+1). Each round every asked row feeds the pairs it was handed
+(the verify forward's kept positions, nothing rejected) in one forward for all rows, reads its
+first draft token off its last pair, then all rows chain together: their own output and their
+own guess make the next pair (k > 1). The chained entries are given back at once (they hold no
+target hidden state), so the cache only holds pairs of each row's real history and nothing
+needs rolling back when the target rejects a guess. A new row, or one whose handed positions do
+not follow what it holds (a prompt-cache hit's prefix, rounds another drafter served), first
+feeds its pairs alone into a fresh cache and then joins: drafts may be worse, tokens stay exact.
 
 Drafting is greedy; at temperature > 0 the target still samples every position and a draft token
 is kept only when it equals the target's sample.
@@ -17,23 +19,20 @@ is kept only when it equals the target's sample.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
 import mlx.core as mx
 from mlx_lm.models.cache import KVCache
 
+from engine.cache.batch_rows import merge_row_cache
 from engine.hidden import embedding, lm_head
 from engine.hosting.memory_budget import held_bytes
 from engine.requests import SpecMethod
 from engine.speculative.drafter import Drafter, DraftRow
 from engine.speculative.mtp.module import MtpModule
+from engine.speculative.rollback import rollback_rows
 
-
-@dataclass
-class _Row:
-    cache: KVCache
-    next: int  # the position whose hidden state it expects next
+DEFAULT_BATCHED_PAIRS = 64  # a row handed more pairs than this feeds them alone first
 
 
 class MtpDrafter(Drafter):
@@ -46,46 +45,128 @@ class MtpDrafter(Drafter):
         self.mtp = mtp
         self.embed = embedding(target_model)
         self.head = lm_head(target_model)
-        self._rows: dict[str, _Row] = {}
+        self.dtype = mtp.norm.weight.dtype
+        self._ids: list[str] = []  # the batched cache's rows, in order
+        self._next: list[int] = []  # per row: the position whose hidden state comes next
+        self._cache: list[Any] | None = None  # [one batched cache]: the MTP layer's
+
+    # -- the Drafter interface -----------------------------------------------------------------
 
     def propose(self, rows: list[DraftRow]) -> list[list[int]]:
         try:
-            drafts = [self._draft(row) for row in rows]
-            mx.eval([d for d in drafts if d is not None])
+            return self._propose(rows)
         except Exception:
-            self.forget(row.request_id for row in rows)  # their caches may be half-updated
+            self.reset()  # its cache may be half-updated: start again from the next handover
             raise
-        return [d.tolist() if d is not None else [] for d in drafts]
 
     def forget(self, request_ids: Iterable[str]) -> None:
-        for rid in request_ids:
-            self._rows.pop(rid, None)
+        gone = set(request_ids)
+        if gone & set(self._ids):
+            self._keep([i for i, rid in enumerate(self._ids) if rid not in gone])
 
     def reset(self) -> None:
-        self._rows.clear()
+        self._ids, self._next, self._cache = [], [], None
 
     def cache_bytes(self) -> int:
-        return held_bytes([r.cache for r in self._rows.values()])
+        return held_bytes(self._cache)
 
-    def _draft(self, row: DraftRow) -> mx.array | None:
-        """Feed the new pairs, then chain k tokens; None when nothing new was handed."""
-        if row.hidden is None or row.k <= 0:
-            return None
-        state = self._rows.get(row.request_id)
-        if state is None or state.next != row.hidden_start:
-            state = self._rows[row.request_id] = _Row(KVCache(), row.hidden_start)
+    # -- rows joining and leaving --------------------------------------------------------------
+
+    def _keep(self, indices: list[int]) -> None:
+        if not indices:
+            self.reset()
+            return
+        self._ids = [self._ids[i] for i in indices]
+        self._next = [self._next[i] for i in indices]
+        for layer in self._cache:
+            layer.filter(indices)
+
+    def _join(self, request_id: str, cache: KVCache, next_position: int) -> None:
+        batch = merge_row_cache([cache])
+        if self._cache is None:
+            self._cache = batch
+        else:
+            self._cache[0].extend(batch[0])
+        self._ids.append(request_id)
+        self._next.append(next_position)
+
+    # -- drafting ------------------------------------------------------------------------------
+
+    def _pairs(self, row: DraftRow) -> tuple[mx.array, mx.array]:
+        """The row's new pairs: (token ids [n], hidden states [n, d])."""
         n = row.hidden.shape[0]
-        history = row.history()
-        tokens = mx.array(history[row.hidden_start + 1 : row.hidden_start + 1 + n])
-        hidden = row.hidden[None].astype(self.mtp.norm.weight.dtype)
-        out, chain = self.mtp(self.embed(tokens[None]), hidden, state.cache)
-        state.next = row.hidden_start + n
-        token = mx.argmax(self.head(out[:, -1]), axis=-1)
-        drafts = [token]
-        for _ in range(row.k - 1):
-            out, chain = self.mtp(self.embed(token[None]), chain[:, -1:], state.cache)
-            token = mx.argmax(self.head(out[:, -1]), axis=-1)
-            drafts.append(token)
-        if row.k > 1:
-            state.cache.trim(row.k - 1)  # guesses, not history
-        return mx.concatenate(drafts)
+        start = row.hidden_start
+        tokens = row.history()[start + 1 : start + 1 + n]
+        return mx.array(tokens, dtype=mx.uint32), row.hidden.astype(self.dtype)
+
+    def _propose(self, rows: list[DraftRow]) -> list[list[int]]:
+        asked = {r.request_id: r for r in rows if r.hidden is not None and r.k > 0}
+        index = {rid: i for i, rid in enumerate(self._ids)}
+        stale = [
+            index[rid]
+            for rid, r in asked.items()
+            if rid in index
+            and (
+                self._next[index[rid]] != r.hidden_start
+                or r.hidden.shape[0] > DEFAULT_BATCHED_PAIRS
+            )
+        ]
+        if stale:
+            self._keep([i for i in range(len(self._ids)) if i not in stale])
+        last: dict[str, tuple[mx.array, mx.array]] = {}  # rid -> (output, chain state) [1, d]
+        index = {rid: i for i, rid in enumerate(self._ids)}
+        for rid, row in asked.items():
+            if rid not in index:  # new, after a gap, or a long catch-up: alone, then join
+                tokens, hidden = self._pairs(row)
+                cache = KVCache()
+                out, chain = self.mtp(self.embed(tokens[None]), hidden[None], cache)
+                last[rid] = (out[:, -1], chain[:, -1])
+                self._join(rid, cache, row.hidden_start + hidden.shape[0])
+        fed = [rid in asked and rid not in last for rid in self._ids]
+        if any(fed):
+            self._feed_batch([asked[rid] if f else None for rid, f in zip(self._ids, fed)], last)
+        if not asked:
+            return [[] for _ in rows]
+        k = max(r.k for r in asked.values())
+        d = self.mtp.norm.weight.shape[0]
+        zero = mx.zeros((1, d), dtype=self.dtype)
+        outs = mx.concatenate([last.get(rid, (zero, zero))[0] for rid in self._ids])
+        chain = mx.concatenate([last.get(rid, (zero, zero))[1] for rid in self._ids])
+        token = mx.argmax(self.head(outs), axis=-1).astype(mx.uint32)
+        columns = [token]
+        cache = self._cache[0]
+        for _ in range(k - 1):  # every row chains; rows not asked are given it back below
+            out, chain = self.mtp(self.embed(token[:, None]), chain[:, None], cache)
+            out, chain = out[:, -1], chain[:, -1]
+            token = mx.argmax(self.head(out), axis=-1).astype(mx.uint32)
+            columns.append(token)
+        drafts = mx.stack(columns, axis=1)
+        if k > 1:
+            rollback_rows(self._cache, [k - 1] * len(self._ids))  # guesses, not history
+        mx.eval(drafts, self._cache[0].state)
+        table = dict(zip(self._ids, drafts.tolist()))
+        return [table[r.request_id][: r.k] if r.request_id in asked else [] for r in rows]
+
+    def _feed_batch(
+        self, rows: list[DraftRow | None], last: dict[str, tuple[mx.array, mx.array]]
+    ) -> None:
+        """One forward over every batched row's new pairs (right-padded; rows with none feed
+        padding), then each row gives its padding back."""
+        pairs = [self._pairs(r) if r is not None else None for r in rows]
+        lengths = [p[0].shape[0] if p is not None else 0 for p in pairs]
+        width = max(lengths)
+        d = self.mtp.norm.weight.shape[0]
+        tokens, hidden = [], []
+        for p, n in zip(pairs, lengths):
+            pad = width - n
+            t = p[0] if p is not None else mx.zeros((0,), dtype=mx.uint32)
+            h = p[1] if p is not None else mx.zeros((0, d), dtype=self.dtype)
+            tokens.append(mx.pad(t, (0, pad)) if pad else t)
+            hidden.append(mx.pad(h, ((0, pad), (0, 0))) if pad else h)
+        tokens, hidden = mx.stack(tokens), mx.stack(hidden)
+        out, chain = self.mtp(self.embed(tokens), hidden, self._cache[0])
+        rollback_rows(self._cache, [width - n for n in lengths])
+        for i, (row, n) in enumerate(zip(rows, lengths)):
+            if row is not None:
+                last[row.request_id] = (out[i : i + 1, n - 1], chain[i : i + 1, n - 1])
+                self._next[i] = row.hidden_start + n
