@@ -10,9 +10,10 @@ import json
 from pathlib import Path
 
 import mlx.core as mx
-from mlx.utils import tree_flatten, tree_unflatten
+from mlx.utils import tree_flatten
 from mlx_lm.utils import save_config, save_model
 
+from engine.bench.random_model import predict_exactly, silence_blocks
 from engine.speculative.mtp.checkpoint import DEEPSEEK_FAMILIES, MIMO_FAMILIES, QWEN_FAMILIES
 from engine.speculative.mtp.module import build_mtp
 from tests.architectures.build import build_model, liven
@@ -60,22 +61,6 @@ def checkpoint_key(family: str, name: str, prefix: str) -> str:
     return f"{prefix}{names[head]}.{rest}"
 
 
-ZEROED = ("o_proj.weight", "out_proj.weight", "down_proj.weight")  # every block's output
-
-
-def _silence(module) -> None:
-    """Every attention, linear-attention and MLP block adds nothing to the residual stream."""
-    module.update(
-        tree_unflatten(
-            [
-                (k, mx.zeros_like(v))
-                for k, v in tree_flatten(module.parameters())
-                if k.endswith(ZEROED)
-            ]
-        )
-    )
-
-
 def make_mtp_folder(
     family: str,
     path: Path,
@@ -94,7 +79,7 @@ def make_mtp_folder(
     spec = arch(family)
     model, config = build_model(spec, seed=seed)
     if predictable:
-        _silence(model)
+        silence_blocks(model)
     path.mkdir(parents=True, exist_ok=True)
     save_model(path, model)
     save_config(config, path / "config.json")
@@ -104,25 +89,7 @@ def make_mtp_folder(
     mtp = build_mtp(model, family)
     liven(mtp)
     if predictable:
-        _silence(mtp)
-        d = mtp.norm.weight.shape[0]
-        proj = mx.zeros((d, 2 * d))
-        eye = mx.eye(d)
-        proj = mx.concatenate(
-            [eye, mx.zeros((d, d))] if not mtp.hidden_first else [mx.zeros((d, d)), eye], axis=1
-        )
-        final_norm = (
-            model.language_model.model.norm
-            if hasattr(model, "language_model")
-            else model.model.norm
-        )
-        mtp.update(
-            {
-                "proj": {"weight": proj},
-                "norm": {"weight": final_norm.weight},
-                "norm_embed": {"weight": mx.ones((d,))},
-            }
-        )
+        predict_exactly(model, mtp)
     mx.eval(mtp.parameters())
     text = config.get("text_config", config)
     if family in QWEN_FAMILIES:
