@@ -9,6 +9,8 @@ import dataclasses
 import logging
 from typing import Any
 
+from mlx_lm.models.cache import KVCache
+
 from engine.config import EngineConfig
 from engine.core.batch_check import batching_problem, padding_problem, speculation_problem
 from engine.core.executor import ModelExecutor
@@ -64,6 +66,8 @@ class EngineCore:
         if drafter is not None:
             self.set_drafter(drafter)
             note = self.policy.unavailable.get(drafter.name)
+            if note is None and self.executor.reuse is not None:  # its caches stored too
+                self.executor.reuse.set_draft(drafter.identity, drafter.probe, lambda: [KVCache()])
         info.mtp = drafter is not None and note is None
         info.mtp_note = note
         if note is not None:

@@ -115,7 +115,16 @@ class ModelExecutor:
             fed.append(state.eos_token)
         try:
             held = self.batch.lengths[self.batch.index(state)]
-            self.reuse.publish(fed, self.batch.extract(state), held=held)
+            target = self.batch.extract(state)
+            draft = self._drafter_cache(state, held)
+            if draft is not None and draft[0].offset < held:
+                # it lacks the last pair (the token after is not known yet): store one token
+                # less, where the target's caches can give it back
+                if can_trim_prompt_cache(target):
+                    fed = fed[: draft[0].offset]
+                else:
+                    draft = None
+            self.reuse.publish(fed, target, held=held, draft=draft)
         except Exception:  # noqa: BLE001 - caching is best effort
             log.exception("could not store the prompt cache of %s", state.request_id)
 
@@ -145,6 +154,8 @@ class ModelExecutor:
             if match is not None:
                 cache = match.target
                 out.cache_hits[state.request_id] = CacheHit(match.tokens, match.source)
+                if match.draft:
+                    self._adopt_drafter_cache(state, match.draft, match.tokens)
         if cache is None:
             cache = make_prompt_cache(self.model)
         quantize_row_cache(cache, self.kv)  # start 0: quantized from the first position
@@ -320,6 +331,32 @@ class ModelExecutor:
             for i, proposal in zip(indices, proposals):
                 drafts[i] = [int(t) for t in proposal[: plan[i].k]]
         return drafts
+
+    # -- a drafter's own per-row caches in the prompt cache (the MTP layer's) -----------------
+
+    def _row_cache_drafter(self, state: RequestState) -> Any:
+        for name in possible_drafters(state, self.drafters.keys()):
+            drafter = self.drafters[name]
+            if hasattr(drafter, "export_row"):
+                return drafter
+        return None
+
+    def _drafter_cache(self, state: RequestState, held: int) -> list[Any] | None:
+        """The leaving row's drafter cache, holding the target's cached positions (or None)."""
+        drafter = self._row_cache_drafter(state)
+        if drafter is None:
+            return None
+        hidden, start = self.hidden.take(state.request_id)
+        # the pair at the last cached position needs the token after it: the pending input
+        tokens = state.prompt + state.generated
+        if state.eos_token is not None:
+            tokens.append(state.eos_token)
+        return drafter.export_row(state.request_id, tokens, held, hidden, start)
+
+    def _adopt_drafter_cache(self, state: RequestState, draft: list[Any], tokens: int) -> None:
+        drafter = self._row_cache_drafter(state)
+        if drafter is not None and len(draft) == 1:
+            drafter.adopt_row(state.request_id, draft[0], tokens)
 
     # -- hidden states for drafters that read them --------------------------------------------
 

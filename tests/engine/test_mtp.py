@@ -79,13 +79,32 @@ def test_mixed_batch_with_mtp_rows_equals_generate(family):
         assert outcomes[i].finished.stats.spec.rounds > 0, f"{name}: the MTP row never drafted"
 
 
-def test_mtp_next_turn_from_the_prompt_cache_equals_generate(family, tmp_path):
+def test_mtp_next_turn_from_the_prompt_cache_equals_generate(family, tmp_path, monkeypatch):
+    """The MTP layer's cache is stored with the target's when a row leaves (holding exactly
+    the target's cached positions) and restored with a hit: the next turn's MTP row starts
+    with its whole history."""
+    from engine.speculative.mtp.drafter import MtpDrafter
+
     _, path, config = family
     first = prompts(21, 1)[0]
     reply = greedy(path, [first])[0]
     second = first + reply + [42, 43, 44]
     expected = greedy(path, [second])[0]
     spec = SpeculativeParams(method=SpecMethod.MTP, draft_tokens=2)
+    exported, adopted = [], []
+    export_row, adopt_row = MtpDrafter.export_row, MtpDrafter.adopt_row
+
+    def spy_export(self, request_id, tokens, held, hidden, start):
+        caches = export_row(self, request_id, tokens, held, hidden, start)
+        exported.append((held, None if caches is None else caches[0].offset))
+        return caches
+
+    def spy_adopt(self, request_id, cache, positions):
+        adopted.append((positions, cache.offset))
+        adopt_row(self, request_id, cache, positions)
+
+    monkeypatch.setattr(MtpDrafter, "export_row", spy_export)
+    monkeypatch.setattr(MtpDrafter, "adopt_row", spy_adopt)
 
     async def body(eng):
         await collect(eng, GenerationRequest(prompt_tokens=first, max_tokens=N, speculative=spec))
@@ -95,7 +114,13 @@ def test_mtp_next_turn_from_the_prompt_cache_equals_generate(family, tmp_path):
 
     out = with_engine(path, body, prompt_cache=True, prompt_cache_dir=str(tmp_path), **config)
     assert out.tokens == expected
-    assert out.finished.stats.cached_tokens > 0
+    cached = out.finished.stats.cached_tokens
+    assert cached > 0
+    held, offset = exported[0]
+    # the first turn's MTP cache went in whole (less the last pair when the token after the
+    # target's last cached position is not known yet)
+    assert offset in (held, held - 1), exported
+    assert adopted == [(cached, cached)]  # and came back with the hit
 
 
 def test_a_model_without_mtp_layers_refuses_mtp(tiny):

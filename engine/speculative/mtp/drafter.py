@@ -12,6 +12,10 @@ needs rolling back when the target rejects a guess. A new row, or one whose hand
 not follow what it holds (a prompt-cache hit's prefix, rounds another drafter served), first
 feeds its pairs alone into a fresh cache and then joins: drafts may be worse, tokens stay exact.
 
+The prompt cache stores a leaving row's MTP cache beside the target's (`export_row`, once the
+pairs up to the target's last cached position are fed) and gives it back with a hit
+(`adopt_row`), so the next turn drafts with its whole history.
+
 Drafting is greedy; at temperature > 0 the target still samples every position and a draft token
 is kept only when it equals the target's sample.
 """
@@ -41,13 +45,15 @@ class MtpDrafter(Drafter):
     name = SpecMethod.MTP.value
     wants_hidden_states = True
 
-    def __init__(self, target_model: Any, mtp: MtpModule) -> None:
+    def __init__(self, target_model: Any, mtp: MtpModule, *, identity: str = "mtp") -> None:
         self.mtp = mtp
+        self.identity = identity  # what its weights are (the prompt cache's namespace)
         self.embed = embedding(target_model)
         self.head = lm_head(target_model)
         self.dtype = mtp.norm.weight.dtype
         self._ids: list[str] = []  # the batched cache's rows, in order
         self._next: list[int] = []  # per row: the position whose hidden state comes next
+        self._start: list[int] = []  # per row: the first position its cache holds
         self._cache: list[Any] | None = None  # [one batched cache]: the MTP layer's
 
     # -- the Drafter interface -----------------------------------------------------------------
@@ -65,7 +71,7 @@ class MtpDrafter(Drafter):
             self._keep([i for i, rid in enumerate(self._ids) if rid not in gone])
 
     def reset(self) -> None:
-        self._ids, self._next, self._cache = [], [], None
+        self._ids, self._next, self._start, self._cache = [], [], [], None
 
     def cache_bytes(self) -> int:
         return held_bytes(self._cache)
@@ -78,10 +84,11 @@ class MtpDrafter(Drafter):
             return
         self._ids = [self._ids[i] for i in indices]
         self._next = [self._next[i] for i in indices]
+        self._start = [self._start[i] for i in indices]
         for layer in self._cache:
             layer.filter(indices)
 
-    def _join(self, request_id: str, cache: KVCache, next_position: int) -> None:
+    def _join(self, request_id: str, cache: KVCache, next_position: int, start: int) -> None:
         batch = merge_row_cache([cache])
         if self._cache is None:
             self._cache = batch
@@ -89,6 +96,51 @@ class MtpDrafter(Drafter):
             self._cache[0].extend(batch[0])
         self._ids.append(request_id)
         self._next.append(next_position)
+        self._start.append(start)
+
+    # -- the prompt cache ------------------------------------------------------------------------
+
+    def probe(self, x: mx.array, cache: list[Any]) -> mx.array:
+        """One pair through the layer (for the prompt cache's layout probe)."""
+        d = self.mtp.norm.weight.shape[0]
+        hidden = mx.zeros((*x.shape, d), dtype=self.dtype)
+        return self.mtp(self.embed(x), hidden, cache[0])[0]
+
+    def export_row(
+        self, request_id: str, tokens: list[int], held: int, hidden: Any, hidden_start: int
+    ) -> list[Any] | None:
+        """A single-row copy of a leaving row's cache holding the pairs of positions 0..n-1:
+        n = held (the target's cached positions), or held - 1 when the token after the last
+        one is not known yet (the pair needs it). The pairs it lacks are fed from `hidden` (the
+        waiting hidden states from `hidden_start`) and `tokens` (the row's history). None when
+        it cannot (its cache does not start at 0, or a hidden state is missing)."""
+        if request_id not in self._ids:
+            return None
+        i = self._ids.index(request_id)
+        have = self._next[i]
+        if self._start[i] != 0:
+            return None
+        cache = self._cache[0].extract(i)
+        if cache.offset != have:
+            return None
+        want = min(held, len(tokens) - 1)
+        if have > want:  # e.g. a hybrid row replays kept tokens: its target holds fewer now
+            cache.trim(have - want)
+        elif have < want:
+            n = want - have
+            if hidden is None or hidden_start > have or hidden_start + hidden.shape[0] < want:
+                return None
+            ids = mx.array(tokens[have + 1 : want + 1], dtype=mx.uint32)
+            states = hidden[have - hidden_start : have - hidden_start + n].astype(self.dtype)
+            self.mtp(self.embed(ids[None]), states[None], cache)
+        return [cache]
+
+    def adopt_row(self, request_id: str, cache: Any, positions: int) -> None:
+        """A row restored from the prompt cache: its MTP cache holds positions 0..positions-1;
+        the hidden states handed next start there."""
+        self.forget([request_id])
+        if cache is not None and getattr(cache, "offset", None) == positions:
+            self._join(request_id, cache, positions, 0)
 
     # -- drafting ------------------------------------------------------------------------------
 
@@ -121,7 +173,7 @@ class MtpDrafter(Drafter):
                 cache = KVCache()
                 out, chain = self.mtp(self.embed(tokens[None]), hidden[None], cache)
                 last[rid] = (out[:, -1], chain[:, -1])
-                self._join(rid, cache, row.hidden_start + hidden.shape[0])
+                self._join(rid, cache, row.hidden_start + hidden.shape[0], row.hidden_start)
         fed = [rid in asked and rid not in last for rid in self._ids]
         if any(fed):
             self._feed_batch([asked[rid] if f else None for rid, f in zip(self._ids, fed)], last)

@@ -3,6 +3,7 @@ folder the user named), read them, build the layer; say why not when that fails.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,15 @@ from engine.speculative.mtp.drafter import MtpDrafter
 from engine.speculative.mtp.module import load_mtp
 
 log = logging.getLogger(__name__)
+
+
+def _identity(source: Any) -> str:
+    """What the MTP weights are: their files' paths, sizes and times (as model_identity)."""
+    parts = [source.prefix]
+    for f in source.files:
+        stat = f.stat()
+        parts.append(f"{f.resolve()}:{stat.st_size}:{stat.st_mtime_ns}")
+    return "mtp:" + hashlib.sha256("|".join(parts).encode()).hexdigest()[:24]
 
 
 def mtp_weights_for(target: Any, choices: tuple[tuple[str, str], ...]) -> str | None:
@@ -33,7 +43,7 @@ def mtp_drafter_for(
     used, or (None, None) when the model has none."""
     config = target.config or {}
     if getattr(target, "mtp", None) is not None:  # random benchmark models carry their own
-        return MtpDrafter(target.model, target.mtp), None
+        return MtpDrafter(target.model, target.mtp, identity=f"random:{target.weights_id}"), None
     try:
         source = find_mtp(Path(str(target.path)), config, Path(weights) if weights else None)
     except OSError as exc:
@@ -44,7 +54,7 @@ def mtp_drafter_for(
         return None, None
     try:
         module = load_mtp(target.model, source.family, read_mtp_weights(source, target.model))
-        return MtpDrafter(target.model, module), None
+        return MtpDrafter(target.model, module, identity=_identity(source)), None
     except (MtpWeightsError, ValueError, OSError) as exc:
         log.warning("%s: MTP weights unusable: %s", target.info.name, exc)
         return None, f"its MTP weights cannot be used: {exc}"
