@@ -28,6 +28,7 @@ from engine.bench.baselines import (
     run_batch_generator,
     run_mlx_lm_speculative,
     run_ours,
+    run_single_stream,
 )
 from engine.bench.charts import speedup_chart
 from engine.bench.synthetic import SyntheticDrafter
@@ -172,10 +173,18 @@ async def bench(args: argparse.Namespace) -> dict:
                 spec = next(s for s in configs if s.draft_tokens == k)
                 params = arm(synth, spec, prompts, expected or [])
                 await run_ours(eng, prompts, args.max_tokens, speculative=params)
-        for _ in range(args.repeats):
+        single_runs: list[RunResult] = []
+        for _ in range(args.repeats):  # alternated, so drift on a noisy machine hits all alike
             if not args.no_baseline:
                 base_runs.append(run_batch_generator(model, tokenizer, prompts, args.max_tokens))
-            plain_runs.append(await run_ours(eng, prompts, args.max_tokens))
+                if c == 1:
+                    single_runs.append(
+                        run_single_stream(model, tokenizer, prompts[0], args.max_tokens)
+                    )
+            await take_timing(eng)
+            plain_run = await run_ours(eng, prompts, args.max_tokens)
+            plain_run.timing = await take_timing(eng)
+            plain_runs.append(plain_run)
             for i, spec in enumerate(configs):
                 params = arm(synth, spec, prompts, expected or [])
                 await take_timing(eng)
@@ -202,6 +211,7 @@ async def bench(args: argparse.Namespace) -> dict:
             if spec is None and configs:
                 continue  # the plain runs are reported inside each speculative row
             row = make_row(args, c, spec, runs, base_runs, plain, base, expected, mlx_spec)
+            add_single_stream(row, single_runs, plain)
             results.append(row)
             print_row(row)
     await eng.stop()
@@ -262,9 +272,22 @@ def make_row(args, c, spec, runs, base_runs, plain, base, expected, mlx_spec) ->
     }
 
 
+def add_single_stream(row: dict, single_runs: list[RunResult], plain: float) -> None:
+    """At concurrency 1: mlx_lm.generate alone on the same prompt, and our plain decoding and
+    this row against it."""
+    single = statistics.median(r.tokens_per_s for r in single_runs) if single_runs else None
+    row["single_stream_tokens_per_s"] = round(single, 2) if single else None
+    row["ratio_vs_single_stream"] = round(row["ours_tokens_per_s"] / single, 3) if single else None
+    row["plain_ratio_vs_single_stream"] = round(plain / single, 3) if single else None
+
+
 def print_row(row: dict) -> None:
     base = row["baseline_tokens_per_s"]
     extra = f" mlx-lm {base:8.2f} tok/s ratio {row['ratio']:.3f}" if base else ""
+    if row.get("single_stream_tokens_per_s"):
+        extra += (
+            f" generate {row['single_stream_tokens_per_s']:.2f} x{row['ratio_vs_single_stream']}"
+        )
     accept = f" p={row['acceptance']}" if row["acceptance"] is not None else ""
     print(
         f"c={row['concurrency']:>3} {row['workload']:<8} spec={row['speculative']}"

@@ -9,6 +9,7 @@ from typing import Any
 
 from mlx_lm.models.cache import can_trim_prompt_cache, make_prompt_cache, trim_prompt_cache
 
+from engine.cache.cache_list import leaves, map_leaves
 from engine.cache.disk_loads import Loading
 from engine.cache.layout import ModelLayouts, probe_layout
 from engine.cache.namespace import CacheNamespace, model_identity, tokenizer_hash
@@ -46,7 +47,7 @@ class PromptReuse:
         if self._layouts is None and not self._probe_failed:
             model = self._target.model
             try:
-                target = probe_layout(model, lambda: make_prompt_cache(model))
+                target = probe_layout(model, lambda: make_prompt_cache(model), flat=leaves)
             except Exception:  # noqa: BLE001 - without a layout the cache only stores
                 log.exception("prompt cache: cannot tell this model's cache layout")
                 self._probe_failed = True
@@ -73,7 +74,11 @@ class PromptReuse:
         layouts = self.layouts()
         if layouts is None:
             return None
-        return self.cache.lookup(self.namespace, prompt, layouts=layouts, wait=wait)
+        match = self.cache.lookup(self.namespace, prompt, layouts=layouts, wait=wait)
+        if isinstance(match, CacheMatch):  # stored flat: back into the model's CacheLists
+            stored = iter(match.target)
+            match.target = map_leaves(make_prompt_cache(self._target.model), lambda _: next(stored))
+        return match
 
     def publish(
         self, tokens: list[int], target: list[Any], *, held: int, draft: list[Any] | None = None
@@ -90,7 +95,7 @@ class PromptReuse:
                 return
             trim_prompt_cache(target, held - len(tokens))
             held = len(tokens)
-        try:
-            self.cache.publish(self.namespace, tokens[:held], target, draft)
+        try:  # a CacheList's members are stored as layers of their own
+            self.cache.publish(self.namespace, tokens[:held], list(leaves(target)), draft)
         except Exception:  # noqa: BLE001 - a cache failure never fails the request
             log.exception("could not publish the prompt cache")
