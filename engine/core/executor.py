@@ -21,14 +21,13 @@ from mlx_lm.models.cache import can_trim_prompt_cache, make_prompt_cache
 from engine.cache import LOADING
 from engine.cache.kv_quant import KVQuant, quantize_row_cache
 from engine.config import EngineConfig
-from engine.core.batch import DecodeBatch, Verify
-from engine.core.hidden_rows import HiddenRows
+from engine.core.batch import DecodeBatch
+from engine.core.drafter_inputs import DrafterInputs
 from engine.core.prefill import PrefillWork, prefill_alone, prefill_together
 from engine.core.recovery import recover_batch
 from engine.core.request_state import RequestState
 from engine.core.step_plan import CacheHit, DecodeRow, StepOutput, StepPlan, TokenRun
 from engine.speculative.drafter import Drafter, DraftRow, VerifyFeedback, proposes_for_itself
-from engine.speculative.policy import possible_drafters
 
 log = logging.getLogger(__name__)
 
@@ -57,8 +56,9 @@ class ModelExecutor:
         self._last_drafts: dict[str, list[int]] = {}  # this round's drafts, to find a bad row
         self.steps = 0
         self.batched_prefill = True  # several prompts in one forward (engine/core/prefill.py)
-        # the target's hidden states waiting for rows whose drafter reads them (engine/hidden.py)
-        self.hidden = HiddenRows()
+        # hidden states waiting for rows whose drafter reads them (engine/hidden.py), drafter
+        # caches for the prompt cache
+        self.inputs = DrafterInputs(self.drafters)
 
     # -- the step ------------------------------------------------------------------------------
 
@@ -87,7 +87,7 @@ class ModelExecutor:
         """Forget every row (after a failure the scheduler could not attribute)."""
         self.batch.keep([])
         self.prefilling.clear()
-        self.hidden.clear()
+        self.inputs.hidden.clear()
         for drafter in self.drafters.values():
             drafter.reset()
 
@@ -101,7 +101,7 @@ class ModelExecutor:
         for state in states:
             self.prefilling.pop(state.request_id, None)
         ids = [s.request_id for s in states]
-        self.hidden.forget(ids)
+        self.inputs.hidden.forget(ids)
         for drafter in self.drafters.values():
             drafter.forget(ids)
 
@@ -116,7 +116,7 @@ class ModelExecutor:
         try:
             held = self.batch.lengths[self.batch.index(state)]
             target = self.batch.extract(state)
-            draft = self._drafter_cache(state, held)
+            draft = self.inputs.export(state, held)
             if draft is not None and draft[0].offset < held:
                 # it lacks the last pair (the token after is not known yet): store one token
                 # less, where the target's caches can give it back
@@ -155,7 +155,7 @@ class ModelExecutor:
                 cache = match.target
                 out.cache_hits[state.request_id] = CacheHit(match.tokens, match.source)
                 if match.draft:
-                    self._adopt_drafter_cache(state, match.draft, match.tokens)
+                    self.inputs.adopt(state, match.draft, match.tokens)
         if cache is None:
             cache = make_prompt_cache(self.model)
         quantize_row_cache(cache, self.kv)  # start 0: quantized from the first position
@@ -169,7 +169,7 @@ class ModelExecutor:
                 c.state.request_id,
                 self.prefilling[c.state.request_id],
                 c.state.prompt[c.state.prefilled : c.state.prefilled + c.tokens],
-                wants_hidden=self._wants_hidden(c.state),
+                wants_hidden=self.inputs.wants_hidden(c.state),
             )
             for c in plan.prefill
             if c.tokens > 0
@@ -186,7 +186,7 @@ class ModelExecutor:
         starts = {c.state.request_id: c.state.prefilled for c in plan.prefill}
         for item in work:
             if item.hidden is not None and item.request_id not in out.failed:
-                self.hidden.add(item.request_id, starts[item.request_id], item.hidden)
+                self.inputs.hidden.add(item.request_id, starts[item.request_id], item.hidden)
         for chunk in plan.prefill:
             rid = chunk.state.request_id
             if rid not in out.failed:
@@ -197,7 +197,7 @@ class ModelExecutor:
     def _decode(self, rows: list[DecodeRow], out: StepOutput, while_waiting) -> None:
         by_row = {id(r.state): r for r in rows}
         plan = [by_row.get(id(state)) or DecodeRow(state) for state in self.batch.rows]
-        self.batch.wants_hidden = any(self._wants_hidden(state) for state in self.batch.rows)
+        self.batch.wants_hidden = any(self.inputs.wants_hidden(s) for s in self.batch.rows)
         try:
             if any(r.k for r in plan) or self.batch.replaying:
                 self._verify_round(plan, out, while_waiting)
@@ -227,9 +227,7 @@ class ModelExecutor:
         self._last_drafts = {}
         launched = batch.step_launch()
         if batch.step_hidden is not None:
-            for i, state in enumerate(batch.rows):
-                if self._wants_hidden(state):
-                    self.hidden.add(state.request_id, batch.step_starts[i], batch.step_hidden[i])
+            self.inputs.keep_step(batch.rows, batch.step_hidden, batch.step_starts)
         while_waiting()
         for state, token in batch.step_collect(launched):
             out.add_run(state.request_id, TokenRun([token]))
@@ -285,7 +283,7 @@ class ModelExecutor:
                 feedback.setdefault(row.drafter, []).append(
                     VerifyFeedback(rid, draft, accepted, target[: accepted + 1])
                 )
-        self._keep_hidden(verify, kept, targets)
+        self.inputs.keep_verified(batch.rows, verify, kept, targets)
         batch.rollback(kept, next_inputs)
         for name, items in feedback.items():
             drafter = self.drafters[name]
@@ -332,55 +330,11 @@ class ModelExecutor:
                 drafts[i] = [int(t) for t in proposal[: plan[i].k]]
         return drafts
 
-    # -- a drafter's own per-row caches in the prompt cache (the MTP layer's) -----------------
-
-    def _row_cache_drafter(self, state: RequestState) -> Any:
-        for name in possible_drafters(state, self.drafters.keys()):
-            drafter = self.drafters[name]
-            if hasattr(drafter, "export_row"):
-                return drafter
-        return None
-
-    def _drafter_cache(self, state: RequestState, held: int) -> list[Any] | None:
-        """The leaving row's drafter cache, holding the target's cached positions (or None)."""
-        drafter = self._row_cache_drafter(state)
-        if drafter is None:
-            return None
-        hidden, start = self.hidden.take(state.request_id)
-        # the pair at the last cached position needs the token after it: the pending input
-        tokens = state.prompt + state.generated
-        if state.eos_token is not None:
-            tokens.append(state.eos_token)
-        return drafter.export_row(state.request_id, tokens, held, hidden, start)
-
-    def _adopt_drafter_cache(self, state: RequestState, draft: list[Any], tokens: int) -> None:
-        drafter = self._row_cache_drafter(state)
-        if drafter is not None and len(draft) == 1:
-            drafter.adopt_row(state.request_id, draft[0], tokens)
-
     # -- hidden states for drafters that read them --------------------------------------------
-
-    def _wants_hidden(self, state: RequestState) -> bool:
-        names = possible_drafters(state, self.drafters.keys())
-        return any(self.drafters[name].wants_hidden_states for name in names)
-
-    def _keep_hidden(
-        self, verify: Verify, kept: list[int], targets: list[list[int] | None]
-    ) -> None:
-        """Each row's replayed tokens, pending input and accepted draft: their hidden states
-        wait for the row's drafter (rejected positions never do)."""
-        if verify.hidden is None:
-            return
-        for i, state in enumerate(self.batch.rows):
-            if targets[i] is None or not self._wants_hidden(state):
-                continue
-            replayed = len(verify.x[i]) - 1 - len(verify.drafts[i])
-            n = replayed + kept[i]
-            self.hidden.add(state.request_id, verify.starts[i], verify.hidden[i, :n])
 
     def _draft_row(self, row: DecodeRow, history: list[int], hidden: bool) -> DraftRow:
         state = row.state
-        states, start = self.hidden.take(state.request_id) if hidden else (None, 0)
+        states, start = self.inputs.take(state.request_id) if hidden else (None, 0)
         return DraftRow(
             request_id=state.request_id,
             prompt=state.prompt,
