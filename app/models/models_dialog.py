@@ -5,6 +5,7 @@ cache's size on disk (with "Clear prompt cache")."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 from PySide6.QtCore import Qt, Signal
@@ -171,13 +172,18 @@ class ModelsDialog(QDialog):
         return list(self._store.setting(MODEL_DIRS_KEY, []))
 
     def refresh(self) -> None:
-        self.entries = list_models(self.extra_dirs())
+        separate_weights = self.mtp_weights()
+        # a model pointed at separate MTP weights runs "mtp" too (the method picker reads this)
+        self.entries = [
+            dataclasses.replace(e, has_mtp=True) if separate_weights.get(e.path or "") else e
+            for e in list_models(self.extra_dirs())
+        ]
         self.table.setRowCount(len(self.entries))
         for row, entry in enumerate(self.entries):
             size = fmt_bytes(entry.size_bytes) if entry.size_bytes else "–"
             location = entry.location or entry.path or "converted on first use"
             separate = self.mtp_weights().get(entry.path or "")
-            mtp = MTP_TEXT if entry.has_mtp else SEPARATE_MTP_TEXT if separate else "–"
+            mtp = SEPARATE_MTP_TEXT if separate else MTP_TEXT if entry.has_mtp else "–"
             for column, text in enumerate((entry.name, entry.source_label, size, mtp, location)):
                 item = QTableWidgetItem(text)
                 if column == 3 and separate:

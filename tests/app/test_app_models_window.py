@@ -116,6 +116,9 @@ def test_a_model_can_be_pointed_at_separate_mtp_weights(qtbot, window, tmp_path)
     rows = {dialog.table.item(r, 0).text(): r for r in range(dialog.table.rowCount())}
     assert dialog.table.item(rows["tiny-qwen3-next"], column).text() == SEPARATE_MTP_TEXT
     assert engine_mtp_weights(window.store) == ((str(folder), str(weights)),)
+    # the chat settings' method picker offers MTP for it now
+    entry = next(e for e in dialog.entries if e.name == "tiny-qwen3-next")
+    assert entry.has_mtp
     SHOTS.mkdir(parents=True, exist_ok=True)
     assert dialog.grab().save(str(SHOTS / "models-separate-mtp.png"))
     dialog.close()
