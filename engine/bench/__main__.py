@@ -45,6 +45,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m engine.bench", description=__doc__)
     p.add_argument("--model", default=None, help="model folder, HF repo id, random:1b|8b|tiny")
     p.add_argument("--draft-model", default=None, help="draft model for --speculative draft")
+    p.add_argument(
+        "--mtp-weights",
+        default=None,
+        help="MTP weights (safetensors file or folder) for a --model folder that lacks them",
+    )
     p.add_argument("--concurrency", type=int, nargs="+", default=list(DEFAULT_CONCURRENCY))
     p.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS)
     p.add_argument("--workload", choices=WORKLOADS, default="chat")
@@ -135,6 +140,7 @@ async def bench(args: argparse.Namespace) -> dict:
         EngineConfig(
             model=args.model,
             draft_model=args.draft_model,
+            mtp_weights=((args.model, args.mtp_weights),) if args.mtp_weights else (),
             prefill_chunk=args.prefill_chunk,
             max_batch=max(args.concurrency),
             prompt_cache=False,  # repeated prompts would hit it; the baselines have none

@@ -3,6 +3,7 @@ prefill, and publish a row's processed history (prompt plus reply) when it leave
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import Any
 
@@ -31,6 +32,14 @@ class PromptReuse:
         self.namespace = CacheNamespace(model_identity(target), tokenizer_hash(target), **kv_fields)
         self._layouts: ModelLayouts | None = None  # probed on first use
         self._probe_failed = False
+        self._draft_probe: tuple[Any, Any] | None = None  # (model, make_cache) of a drafter
+
+    def set_draft(self, identity: str, model: Any, make_cache: Any) -> None:
+        """A drafter whose per-row caches are stored beside the target's (the model's MTP
+        layer): its identity joins the namespace, its layout is checked on restore."""
+        self.namespace = dataclasses.replace(self.namespace, drafter=identity)
+        self._draft_probe = (model, make_cache)
+        self._layouts = None
 
     def layouts(self) -> ModelLayouts | None:
         """The caches the model makes (what a restored entry must fit); None when they cannot
@@ -44,8 +53,15 @@ class PromptReuse:
                 self._probe_failed = True
                 return None
             kv = self._kv
+            draft = None
+            if self._draft_probe is not None:
+                try:
+                    draft = probe_layout(*self._draft_probe)
+                except Exception:  # noqa: BLE001 - the drafter's caches are then not restored
+                    log.exception("prompt cache: cannot tell the drafter's cache layout")
             self._layouts = ModelLayouts(
                 target,
+                draft=draft,
                 kv_bits=kv.bits if kv is not None else None,
                 kv_group_size=kv.group_size if kv is not None else self.namespace.kv_group_size,
             )
@@ -64,7 +80,9 @@ class PromptReuse:
             match.target = map_leaves(make_prompt_cache(self._target.model), lambda _: next(stored))
         return match
 
-    def publish(self, tokens: list[int], target: list[Any], *, held: int) -> None:
+    def publish(
+        self, tokens: list[int], target: list[Any], *, held: int, draft: list[Any] | None = None
+    ) -> None:
         """Store single-row caches that hold `held` positions, whose tokens are `tokens`
         (never the pending input). Positions past the known tokens (the reply's end fed one
         more) are trimmed first where the caches allow it; recurrent state cannot be trimmed,
@@ -78,6 +96,6 @@ class PromptReuse:
             trim_prompt_cache(target, held - len(tokens))
             held = len(tokens)
         try:  # a CacheList's members are stored as layers of their own
-            self.cache.publish(self.namespace, tokens[:held], list(leaves(target)))
+            self.cache.publish(self.namespace, tokens[:held], list(leaves(target)), draft)
         except Exception:  # noqa: BLE001 - a cache failure never fails the request
             log.exception("could not publish the prompt cache")
