@@ -43,6 +43,9 @@ class EngineConfig:
     kv_bits: int | None = None
     kv_group_size: int = DEFAULT_KV_GROUP_SIZE
     kv_start: int = 0
+    # Separate MTP weights (a safetensors file or a folder of them) for models whose own folder
+    # lacks them (converted 4-bit folders usually do): (model folder or name, weights path)
+    mtp_weights: tuple[tuple[str, str], ...] = ()
     # More drafters, by speculative method name, made on the engine thread from the loaded
     # target (the benchmarks' synthetic drafter); production code registers none.
     extra_drafters: tuple[tuple[str, Callable[[Any], Any]], ...] = ()

@@ -15,6 +15,7 @@ from engine.models import (
     hf_snapshot,
     validate_model_dir,
 )
+from engine.speculative.mtp.checkpoint import folder_has_mtp
 
 
 @dataclass
@@ -24,6 +25,7 @@ class ModelEntry:
     size_bytes: int
     source: str  # "default", "hf-cache" or "folder"
     spec: str  # what to pass to load_model / resolve_model
+    has_mtp: bool = False  # its checkpoint carries MTP layers (speculative method "mtp")
 
 
 def _folder_size(path: Path) -> int:
@@ -84,4 +86,6 @@ def list_local_models(extra_dirs: Iterable[Path] = ()) -> list[ModelEntry]:
             if cand.is_dir() and cand.resolve() not in seen and _is_model_dir(cand):
                 seen.add(cand.resolve())
                 entries.append(ModelEntry(cand.name, cand, _folder_size(cand), "folder", str(cand)))
+    for entry in entries:
+        entry.has_mtp = folder_has_mtp(entry.path)
     return entries

@@ -83,7 +83,8 @@ class LoadedModelsModel(QAbstractTableModel):
     @staticmethod
     def _text(model: ModelStats, column: int, chats: list[str]) -> str:
         if column == 0:
-            return model.name + ("  (default)" if model.configured else "")
+            mtp = "  · MTP" if model.info is not None and model.info.mtp else ""
+            return model.name + mtp + ("  (default)" if model.configured else "")
         if column == 1:
             return fmt_bytes(model.memory_bytes) if model.memory_bytes else "–"
         if column == 2:
@@ -101,6 +102,10 @@ class LoadedModelsModel(QAbstractTableModel):
             return "\n".join(chats) or "No open chat uses it"
         info = model.info
         where = info.path if info is not None else model.key
+        if info is not None and info.mtp:
+            where += '\nMTP layers: the speculative method "MTP" drafts with them'
+        elif info is not None and info.mtp_note:
+            where += f"\nMTP unavailable: {info.mtp_note}"
         return f"{model.name}\n{where}"
 
     @staticmethod

@@ -32,7 +32,9 @@ from app.store.conversation_store import Store
 from engine.requests import EngineStats, ModelInfo
 
 MODEL_DIRS_KEY = "model_dirs"
-COLUMNS = ("Name", "Source", "Size", "Location")
+COLUMNS = ("Name", "Source", "Size", "MTP", "Location")
+MTP_TEXT = "MTP layers"  # the checkpoint carries multi-token-prediction layers
+MTP_TIP = 'Its checkpoint carries MTP layers: the speculative method "MTP" drafts with them'
 
 
 class ModelsDialog(QDialog):
@@ -75,6 +77,7 @@ class ModelsDialog(QDialog):
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.ResizeToContents)
         header.setSectionResizeMode(1, QHeaderView.ResizeMode.ResizeToContents)
         header.setSectionResizeMode(2, QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(3, QHeaderView.ResizeMode.ResizeToContents)
         header.setStretchLastSection(True)
         self.table.doubleClicked.connect(lambda _i: self.load_selected())
         self.error = QLabel()
@@ -164,9 +167,12 @@ class ModelsDialog(QDialog):
         for row, entry in enumerate(self.entries):
             size = fmt_bytes(entry.size_bytes) if entry.size_bytes else "–"
             location = entry.location or entry.path or "converted on first use"
-            for column, text in enumerate((entry.name, entry.source_label, size, location)):
+            mtp = MTP_TEXT if entry.has_mtp else "–"
+            for column, text in enumerate((entry.name, entry.source_label, size, mtp, location)):
                 item = QTableWidgetItem(text)
-                item.setToolTip(entry.path or entry.name)
+                item.setToolTip(
+                    MTP_TIP if column == 3 and entry.has_mtp else entry.path or entry.name
+                )
                 self.table.setItem(row, column, item)
         self._select_loaded()
         self.modelsChanged.emit(self.entries)

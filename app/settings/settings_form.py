@@ -27,6 +27,7 @@ from app.settings.chat_settings import (
     SPEC_METHOD_DESCRIPTIONS,
     SPEC_METHOD_LABELS,
     ChatSettings,
+    spec_method_refusal,
 )
 from app.widgets.form_fields import FIELD_MIN_WIDTH, float_field, int_field, select_data
 from app.widgets.metric_card import MetricCard
@@ -246,6 +247,7 @@ class ChatSettingsForm(QScrollArea):
                     self.draft_model.addItem(entry.name, entry.location or entry.path)
             select_data(self.model_combo, self._settings.model)
             select_data(self.draft_model, self._settings.draft_model)
+            self._enable_fields()
         finally:
             self._updating = False
 
@@ -253,6 +255,29 @@ class ChatSettingsForm(QScrollArea):
         """The engine's default model (what "Default model" means here)."""
         self._target = info
         self.model_combo.setItemText(0, self._default_text())
+        self._enable_fields()
+
+    def _apply_availability(self) -> None:
+        """Grey out the methods the chat's model cannot run, the reason as their tooltip."""
+        for index in range(self.method.count()):
+            method = self.method.itemData(index)
+            reason = self._refusal(method)
+            item = self.method.model().item(index)
+            item.setEnabled(reason is None)
+            tip = f"Not available: {reason}" if reason else SPEC_METHOD_DESCRIPTIONS[method]
+            self.method.setItemData(index, tip, Qt.ItemDataRole.ToolTipRole)
+
+    def _refusal(self, method: str) -> str | None:
+        model = self.model_combo.currentData()
+        if model is None:
+            info = self._target
+            if info is None:
+                return spec_method_refusal(method, has_mtp=None)
+            return spec_method_refusal(
+                method, speculation_note=info.speculation_note, has_mtp=info.mtp
+            )
+        entry = next((e for e in self._entries if e.path == model), None)
+        return spec_method_refusal(method, has_mtp=entry.has_mtp if entry else None)
 
     def _default_text(self) -> str:
         name = self._target.name if self._target is not None else None
@@ -365,11 +390,19 @@ class ChatSettingsForm(QScrollArea):
 
     def _enable_fields(self) -> None:
         """Only the fields the chosen method uses are enabled, with their labels."""
+        self._apply_availability()
         method = self.method.currentData()
         description = SPEC_METHOD_DESCRIPTIONS[method]
+        reason = self._refusal(method)
+        if reason:  # chosen before the model changed: the engine would refuse it too
+            description = f"Not available for this chat's model: {reason}."
         self.method_help.setText(description)
         self.method.setToolTip(description)
-        fixed_k = method in (SpecMethod.DRAFT_MODEL.value, SpecMethod.PROMPT_LOOKUP.value)
+        fixed_k = method in (
+            SpecMethod.DRAFT_MODEL.value,
+            SpecMethod.PROMPT_LOOKUP.value,
+            SpecMethod.MTP.value,
+        )
         uses_draft = method in (SpecMethod.DRAFT_MODEL.value, SpecMethod.AUTO.value)
         uses_ngram = method in (SpecMethod.PROMPT_LOOKUP.value, SpecMethod.AUTO.value)
         form = self._spec_form

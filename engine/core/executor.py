@@ -21,12 +21,14 @@ from mlx_lm.models.cache import can_trim_prompt_cache, make_prompt_cache
 from engine.cache import LOADING
 from engine.cache.kv_quant import KVQuant, quantize_row_cache
 from engine.config import EngineConfig
-from engine.core.batch import DecodeBatch
+from engine.core.batch import DecodeBatch, Verify
+from engine.core.hidden_rows import HiddenRows
 from engine.core.prefill import PrefillWork, prefill_alone, prefill_together
 from engine.core.recovery import recover_batch
 from engine.core.request_state import RequestState
 from engine.core.step_plan import CacheHit, DecodeRow, StepOutput, StepPlan, TokenRun
 from engine.speculative.drafter import Drafter, DraftRow, VerifyFeedback, proposes_for_itself
+from engine.speculative.policy import possible_drafters
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +57,8 @@ class ModelExecutor:
         self._last_drafts: dict[str, list[int]] = {}  # this round's drafts, to find a bad row
         self.steps = 0
         self.batched_prefill = True  # several prompts in one forward (engine/core/prefill.py)
+        # the target's hidden states waiting for rows whose drafter reads them (engine/hidden.py)
+        self.hidden = HiddenRows()
 
     # -- the step ------------------------------------------------------------------------------
 
@@ -83,6 +87,7 @@ class ModelExecutor:
         """Forget every row (after a failure the scheduler could not attribute)."""
         self.batch.keep([])
         self.prefilling.clear()
+        self.hidden.clear()
         for drafter in self.drafters.values():
             drafter.reset()
 
@@ -96,6 +101,7 @@ class ModelExecutor:
         for state in states:
             self.prefilling.pop(state.request_id, None)
         ids = [s.request_id for s in states]
+        self.hidden.forget(ids)
         for drafter in self.drafters.values():
             drafter.forget(ids)
 
@@ -152,6 +158,7 @@ class ModelExecutor:
                 c.state.request_id,
                 self.prefilling[c.state.request_id],
                 c.state.prompt[c.state.prefilled : c.state.prefilled + c.tokens],
+                wants_hidden=self._wants_hidden(c.state),
             )
             for c in plan.prefill
             if c.tokens > 0
@@ -165,6 +172,10 @@ class ModelExecutor:
                 log.exception("prompt processing failed for %s", item.request_id)
                 self.prefilling.pop(item.request_id, None)
                 out.fail(item.request_id, f"prompt processing failed: {exc}")
+        starts = {c.state.request_id: c.state.prefilled for c in plan.prefill}
+        for item in work:
+            if item.hidden is not None and item.request_id not in out.failed:
+                self.hidden.add(item.request_id, starts[item.request_id], item.hidden)
         for chunk in plan.prefill:
             rid = chunk.state.request_id
             if rid not in out.failed:
@@ -175,6 +186,7 @@ class ModelExecutor:
     def _decode(self, rows: list[DecodeRow], out: StepOutput, while_waiting) -> None:
         by_row = {id(r.state): r for r in rows}
         plan = [by_row.get(id(state)) or DecodeRow(state) for state in self.batch.rows]
+        self.batch.wants_hidden = any(self._wants_hidden(state) for state in self.batch.rows)
         try:
             if any(r.k for r in plan) or self.batch.replaying:
                 self._verify_round(plan, out, while_waiting)
@@ -203,6 +215,10 @@ class ModelExecutor:
         start = time.perf_counter()
         self._last_drafts = {}
         launched = batch.step_launch()
+        if batch.step_hidden is not None:
+            for i, state in enumerate(batch.rows):
+                if self._wants_hidden(state):
+                    self.hidden.add(state.request_id, batch.step_starts[i], batch.step_hidden[i])
         while_waiting()
         for state, token in batch.step_collect(launched):
             out.add_run(state.request_id, TokenRun([token]))
@@ -258,6 +274,7 @@ class ModelExecutor:
                 feedback.setdefault(row.drafter, []).append(
                     VerifyFeedback(rid, draft, accepted, target[: accepted + 1])
                 )
+        self._keep_hidden(verify, kept, targets)
         batch.rollback(kept, next_inputs)
         for name, items in feedback.items():
             drafter = self.drafters[name]
@@ -287,7 +304,8 @@ class ModelExecutor:
                 groups.setdefault(row.drafter, []).append(i)
         for name, indices in groups.items():
             drafter = self.drafters[name]
-            rows = [_draft_row(plan[i], histories[i]) for i in indices]
+            hidden = drafter.wants_hidden_states
+            rows = [self._draft_row(plan[i], histories[i], hidden) for i in indices]
             try:
                 proposals = drafter.propose(rows)
             except Exception:  # noqa: BLE001 - find the row
@@ -303,16 +321,38 @@ class ModelExecutor:
                 drafts[i] = [int(t) for t in proposal[: plan[i].k]]
         return drafts
 
+    # -- hidden states for drafters that read them --------------------------------------------
 
-def _draft_row(row: DecodeRow, history: list[int]) -> DraftRow:
-    state = row.state
-    return DraftRow(
-        request_id=state.request_id,
-        prompt=state.prompt,
-        generated=history[len(state.prompt) :],
-        k=row.k,
-        params=state.request.speculative,
-    )
+    def _wants_hidden(self, state: RequestState) -> bool:
+        names = possible_drafters(state, self.drafters.keys())
+        return any(self.drafters[name].wants_hidden_states for name in names)
+
+    def _keep_hidden(
+        self, verify: Verify, kept: list[int], targets: list[list[int] | None]
+    ) -> None:
+        """Each row's replayed tokens, pending input and accepted draft: their hidden states
+        wait for the row's drafter (rejected positions never do)."""
+        if verify.hidden is None:
+            return
+        for i, state in enumerate(self.batch.rows):
+            if targets[i] is None or not self._wants_hidden(state):
+                continue
+            replayed = len(verify.x[i]) - 1 - len(verify.drafts[i])
+            n = replayed + kept[i]
+            self.hidden.add(state.request_id, verify.starts[i], verify.hidden[i, :n])
+
+    def _draft_row(self, row: DecodeRow, history: list[int], hidden: bool) -> DraftRow:
+        state = row.state
+        states, start = self.hidden.take(state.request_id) if hidden else (None, 0)
+        return DraftRow(
+            request_id=state.request_id,
+            prompt=state.prompt,
+            generated=history[len(state.prompt) :],
+            k=row.k,
+            params=state.request.speculative,
+            hidden=states,
+            hidden_start=start,
+        )
 
 
 def _fresh_tokens(out: StepOutput, rows: list[RequestState]) -> list[list[int]]:

@@ -6,6 +6,7 @@ it has one and prompt lookup otherwise. Draft models are drafters named by `draf
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 from engine.core.request_state import RequestState
@@ -29,6 +30,8 @@ class SpeculationPolicy:
     auto: AutoPolicy = field(default_factory=AutoPolicy)
     drafters: frozenset[str] = frozenset()  # names of the drafters that can run now
     refusal: str | None = None  # why the model cannot speculate at all, if it cannot
+    unavailable: dict[str, str] = field(default_factory=dict)  # drafter name -> why not here
+    checks: dict[str, Callable[[SpeculativeParams], None]] = field(default_factory=dict)
     _acceptance: dict[str, RowAcceptance] = field(default_factory=dict)
 
     @property
@@ -51,9 +54,15 @@ class SpeculationPolicy:
                     "speculative.method 'draft' needs a draft model: name one in "
                     "speculative.draft_model (or start the engine with one)"
                 )
-            return
-        if method.value not in self.drafters:
-            raise ValueError(f"speculative method {method.value!r} is not available")
+            name = draft
+        else:
+            name = method.value
+        if name not in self.drafters:
+            why = self.unavailable.get(name, "this model has no such drafter")
+            raise ValueError(f"speculative method {method.value!r} is not available: {why}")
+        check = self.checks.get(name)
+        if check is not None:
+            check(spec)
 
     def speculates(self, rows: list[RequestState]) -> bool:
         return any(_method(r) != SpecMethod.OFF for r in rows)
@@ -67,9 +76,7 @@ class SpeculationPolicy:
             k = self.auto.choose(rates, len(rows), MAX_DRAFT_TOKENS, free_width)
             for i in auto:
                 row = rows[i]
-                drafter = (
-                    row.draft if row.draft in self.drafters else SpecMethod.PROMPT_LOOKUP.value
-                )
+                drafter = auto_drafter(row, self.drafters)
                 room = min(k, _room(row))
                 choices[i] = DraftChoice(drafter if room else None, room)
         return choices
@@ -95,6 +102,30 @@ class SpeculationPolicy:
             what = "draft model" if method == SpecMethod.DRAFT_MODEL else f"{method.value} drafter"
             return DraftChoice(note=f"the {what} was unloaded: decoding without speculation")
         return DraftChoice(name, k)
+
+
+def auto_drafter(row: RequestState, available: Collection[str]) -> str:
+    """What an "auto" row drafts with: its draft model, else the model's own MTP layers, else
+    prompt lookup."""
+    if row.draft in available:
+        return row.draft
+    if SpecMethod.MTP.value in available:
+        return SpecMethod.MTP.value
+    return SpecMethod.PROMPT_LOOKUP.value
+
+
+def possible_drafters(row: RequestState, available: Collection[str]) -> set[str]:
+    """The drafters that may propose for this row (its method's, or auto's choice)."""
+    method = _method(row)
+    if method == SpecMethod.OFF:
+        return set()
+    if method == SpecMethod.AUTO:
+        name = auto_drafter(row, available)
+    elif method == SpecMethod.DRAFT_MODEL:
+        name = row.draft
+    else:
+        name = method.value
+    return {name} if name in available else set()
 
 
 def draft_drafter_name(model_key: str) -> str:

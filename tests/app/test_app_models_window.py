@@ -74,3 +74,23 @@ def test_make_default_changes_what_default_chats_use_without_cancelling(qtbot, w
     # the chat names no model: the engine's (new) default serves it
     assert fake_engine.requests[-1].model is None
     assert "new-default" in window.tabs.tabToolTip(0)
+
+
+def test_models_window_says_which_models_have_mtp_layers(qtbot, window, tmp_path):
+    from app.models.models_dialog import COLUMNS, MTP_TEXT
+    from tests.mtp_models import make_mtp_folder
+
+    folder = make_mtp_folder("qwen3_5", tmp_path / "tiny-qwen3.5-mtp")
+    dialog = window.show_models()
+    assert dialog.add_folder(str(folder)) is None
+    column = COLUMNS.index("MTP")
+    rows = {dialog.table.item(r, 0).text(): r for r in range(dialog.table.rowCount())}
+    assert dialog.table.item(rows["tiny-qwen3.5-mtp"], column).text() == MTP_TEXT
+    assert all(
+        dialog.table.item(r, column).text() == "–" for n, r in rows.items() if "mtp" not in n
+    )
+    entry = next(e for e in dialog.entries if e.name == "tiny-qwen3.5-mtp")
+    assert entry.has_mtp
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    assert dialog.grab().save(str(SHOTS / "models-mtp-column.png"))
+    dialog.close()
