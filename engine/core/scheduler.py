@@ -273,6 +273,7 @@ class Scheduler:
         prompt = build_prompt(request, tokenizer, vocab_size=vocab)
         validate_sampling(request.sampling, vocab)
         self.policy.check(request.speculative, draft=draft)
+        draft = self.policy.row_draft(request.speculative, draft)
         max_new = request.max_tokens
         context = self.context_length
         if context is not None:

@@ -17,6 +17,7 @@ from typing import Any
 import mlx.core as mx
 import mlx.nn as nn
 from mlx_lm.models import llama
+from mlx_lm.models.base import create_attention_mask
 
 DEFAULT_SAVE_DTYPE = mx.float16
 FORMAT_VERSION = 1
@@ -90,11 +91,15 @@ class EagleHead(nn.Module):
     def fuse(self, hidden: mx.array, embeds: mx.array) -> mx.array:
         return self.fc(mx.concatenate([hidden, embeds.astype(hidden.dtype)], axis=-1))
 
-    def __call__(self, hidden: mx.array, embeds: mx.array, cache: Any = None) -> mx.array:
-        """Predicted next hidden states, [B, L, d], for inputs [B, L, d] each (causal)."""
+    def __call__(
+        self, embeds: mx.array, hidden: mx.array, cache: Any = None
+    ) -> tuple[mx.array, mx.array]:
+        """(predicted next hidden states [B, L, d], the same as what a chained step reads), for
+        inputs [B, L, d] each; the shape of MTP's module, so both draft the same way."""
         x = self.fuse(hidden, embeds)
-        mask = "causal" if x.shape[1] > 1 else None
-        return self.norm(self.layer(x, mask, cache))
+        mask = create_attention_mask(x, cache, return_array=True)
+        out = self.norm(self.layer(x, mask, cache))
+        return out, out
 
 
 def target_parts(model: Any) -> tuple[Any, Any]:

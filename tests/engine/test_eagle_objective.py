@@ -40,12 +40,12 @@ def test_unrolled_passes_match_a_cached_chain():
         reply=mx.ones((B, L), dtype=mx.bool_),
     )
     outs = objective.unrolled(head, batch, 3)
-    assert mx.allclose(outs[0], head(feats, embeds), atol=1e-4)
+    assert mx.allclose(outs[0], head(embeds, feats)[0], atol=1e-4)
     for anchor in (2, 5):
         cache = KVCache()
-        out = head(feats[:, : anchor + 1], embeds[:, : anchor + 1], cache)[:, -1:]
+        out = head(embeds[:, : anchor + 1], feats[:, : anchor + 1], cache)[0][:, -1:]
         assert mx.allclose(out, outs[0][:, anchor : anchor + 1], atol=1e-4)
         for step in (1, 2):
             i = anchor + step
-            out = head(out, embeds[:, i : i + 1], cache)
+            out = head(embeds[:, i : i + 1], out, cache)[0]
             assert mx.allclose(out, outs[step][:, i : i + 1], atol=1e-4), (anchor, step)
