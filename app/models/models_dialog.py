@@ -32,9 +32,14 @@ from app.store.conversation_store import Store
 from engine.requests import EngineStats, ModelInfo
 
 MODEL_DIRS_KEY = "model_dirs"
-COLUMNS = ("Name", "Source", "Size", "MTP", "Location")
+COLUMNS = ("Name", "Source", "Size", "MTP", "Draft head", "Location")
 MTP_TEXT = "MTP layers"  # the checkpoint carries multi-token-prediction layers
 MTP_TIP = 'Its checkpoint carries MTP layers: the speculative method "MTP" drafts with them'
+HEAD_TEXT = "Trained"  # Tandem ships a draft head trained for this model
+HEAD_TIP = (
+    'Tandem ships a draft head trained for this model: the methods "Draft model" and "Auto" '
+    "draft with it when no draft model is chosen"
+)
 
 
 class ModelsDialog(QDialog):
@@ -168,11 +173,16 @@ class ModelsDialog(QDialog):
             size = fmt_bytes(entry.size_bytes) if entry.size_bytes else "–"
             location = entry.location or entry.path or "converted on first use"
             mtp = MTP_TEXT if entry.has_mtp else "–"
-            for column, text in enumerate((entry.name, entry.source_label, size, mtp, location)):
+            head = HEAD_TEXT if entry.draft_head else "–"
+            texts = (entry.name, entry.source_label, size, mtp, head, location)
+            for column, text in enumerate(texts):
                 item = QTableWidgetItem(text)
-                item.setToolTip(
-                    MTP_TIP if column == 3 and entry.has_mtp else entry.path or entry.name
-                )
+                tip = entry.path or entry.name
+                if column == 3 and entry.has_mtp:
+                    tip = MTP_TIP
+                elif column == 4 and entry.draft_head:
+                    tip = HEAD_TIP
+                item.setToolTip(tip)
                 self.table.setItem(row, column, item)
         self._select_loaded()
         self.modelsChanged.emit(self.entries)

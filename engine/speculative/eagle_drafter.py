@@ -60,6 +60,12 @@ def head_path(target_name: str) -> Path | None:
     return Path(str(resources.files(package).joinpath(folder, config)))
 
 
+def shipped_head_label(target_name: str) -> str | None:
+    """HEAD_LABEL when Tandem ships a draft head for this model (its files are there)."""
+    path = head_path(target_name)
+    return HEAD_LABEL if path is not None and path.is_file() else None
+
+
 def eagle_drafter_for(
     target: Any, config: Path | None = None
 ) -> tuple[EagleHeadDrafter | None, str | None]:
