@@ -11,11 +11,14 @@ from pathlib import Path
 
 import mlx.core as mx
 from mlx.utils import tree_flatten
+from mlx_lm.utils import save_config, save_model
 
+from engine.bench.random_model import predict_exactly, silence_blocks
 from engine.speculative.mtp.checkpoint import DEEPSEEK_FAMILIES, MIMO_FAMILIES, QWEN_FAMILIES
 from engine.speculative.mtp.module import build_mtp
-from tests.architectures.build import build_model, liven, save_folder
+from tests.architectures.build import build_model, liven
 from tests.architectures.catalog import CATALOG
+from tests.architectures.tokenizer import tiny_tokenizer_dir
 
 MTP_FAMILIES = ("qwen3_next", "qwen3_5", "deepseek_v3", "glm4_moe", "mimo")
 MTP_FILE = "model-mtp.safetensors"  # matches mlx-lm's model*.safetensors: it loads and drops it
@@ -59,16 +62,34 @@ def checkpoint_key(family: str, name: str, prefix: str) -> str:
 
 
 def make_mtp_folder(
-    family: str, path: Path, *, seed: int = 0, separate: Path | None = None
+    family: str,
+    path: Path,
+    *,
+    seed: int = 0,
+    separate: Path | None = None,
+    predictable: bool = False,
 ) -> Path:
     """A tiny `family` model folder with random MTP weights (in `separate` instead, a file,
-    when given: the folder then has none)."""
+    when given: the folder then has none).
+
+    `predictable`: every block of the target adds nothing, so its next token is a function of
+    the current one only (t -> G(t)), and the MTP layer passes the next token's embedding
+    through to the same final norm and head: it predicts G(t_{p+1}) = t_{p+2}, the target's
+    choice. Its drafts are then accepted (nearly always: two norms in a row differ by eps)."""
     spec = arch(family)
-    save_folder(spec, path, seed=seed)
     model, config = build_model(spec, seed=seed)
+    if predictable:
+        silence_blocks(model)
+    path.mkdir(parents=True, exist_ok=True)
+    save_model(path, model)
+    save_config(config, path / "config.json")
+    for f in tiny_tokenizer_dir().iterdir():
+        (path / f.name).write_bytes(f.read_bytes())
     mx.random.seed(seed + 1)
     mtp = build_mtp(model, family)
     liven(mtp)
+    if predictable:
+        predict_exactly(model, mtp)
     mx.eval(mtp.parameters())
     text = config.get("text_config", config)
     if family in QWEN_FAMILIES:

@@ -27,6 +27,7 @@ from app.formatting import fmt_bytes, fmt_count
 from app.models.loaded_models_model import ChatUse
 from app.models.loaded_models_panel import LoadedModelsPanel
 from app.models.model_catalog import ModelEntry, list_models, validate_folder
+from app.models.mtp_weights import MTP_WEIGHTS_KEY, check_mtp_weights
 from app.models.prompt_cache_clearer import PromptCacheClearer
 from app.store.conversation_store import Store
 from engine.requests import EngineStats, ModelInfo
@@ -40,6 +41,7 @@ HEAD_TIP = (
     'Tandem ships a draft head trained for this model: the methods "Draft model" and "Auto" '
     "draft with it when no draft model is chosen"
 )
+SEPARATE_MTP_TEXT = "MTP layers (separate file)"
 
 
 class ModelsDialog(QDialog):
@@ -108,6 +110,12 @@ class ModelsDialog(QDialog):
             'Chats set to "Default model" use it from their next reply; nothing is cancelled'
         )
         self.default_button.clicked.connect(self.make_selected_default)
+        self.mtp_button = QPushButton("MTP weights…")
+        self.mtp_button.setToolTip(
+            "Point the selected model at a safetensors file holding its MTP layers "
+            "(converted folders often lack them); used from Tandem's next start"
+        )
+        self.mtp_button.clicked.connect(self._browse_mtp)
         close = QPushButton("Close")
         close.clicked.connect(self.close)
         self._clearer = clearer
@@ -128,6 +136,7 @@ class ModelsDialog(QDialog):
         buttons = QHBoxLayout()
         buttons.addWidget(add)
         buttons.addWidget(refresh)
+        buttons.addWidget(self.mtp_button)
         buttons.addStretch(1)
         buttons.addWidget(self.default_button)
         buttons.addWidget(self.load_button)
@@ -172,13 +181,16 @@ class ModelsDialog(QDialog):
         for row, entry in enumerate(self.entries):
             size = fmt_bytes(entry.size_bytes) if entry.size_bytes else "–"
             location = entry.location or entry.path or "converted on first use"
-            mtp = MTP_TEXT if entry.has_mtp else "–"
+            separate = self.mtp_weights().get(entry.path or "")
+            mtp = MTP_TEXT if entry.has_mtp else SEPARATE_MTP_TEXT if separate else "–"
             head = HEAD_TEXT if entry.draft_head else "–"
             texts = (entry.name, entry.source_label, size, mtp, head, location)
             for column, text in enumerate(texts):
                 item = QTableWidgetItem(text)
                 tip = entry.path or entry.name
-                if column == 3 and entry.has_mtp:
+                if column == 3 and separate:
+                    tip = f"MTP weights from {separate}"
+                elif column == 3 and entry.has_mtp:
                     tip = MTP_TIP
                 elif column == 4 and entry.draft_head:
                     tip = HEAD_TIP
@@ -198,6 +210,29 @@ class ModelsDialog(QDialog):
             dirs.append(path)
             self._store.set_setting(MODEL_DIRS_KEY, dirs)
         self.error.setVisible(False)
+        self.refresh()
+        return None
+
+    def mtp_weights(self) -> dict[str, str]:
+        """Separate MTP weights by model (what the engine is started with)."""
+        return dict(self._store.setting(MTP_WEIGHTS_KEY, {}) or {})
+
+    def set_mtp_weights(self, path: str) -> str | None:
+        """Point the selected model at MTP weights; returns (and shows) why not, or None."""
+        entry = self._selected_entry()
+        if entry is None or not path:
+            return None
+        problem = check_mtp_weights(entry.location or entry.path or "", path)
+        if problem:
+            self.show_error(f"MTP weights not used: {problem}.")
+            return problem
+        choices = self.mtp_weights()
+        choices[entry.path or ""] = path
+        self._store.set_setting(MTP_WEIGHTS_KEY, choices)
+        self.error.setVisible(False)
+        self.progress_label.setText(
+            f"{entry.name} drafts with these MTP weights from Tandem's next start"
+        )
         self.refresh()
         return None
 
@@ -236,6 +271,13 @@ class ModelsDialog(QDialog):
         dialog = QFileDialog(self, "Add a model folder")
         dialog.setFileMode(QFileDialog.FileMode.Directory)
         dialog.fileSelected.connect(self.add_folder)
+        dialog.open()
+
+    def _browse_mtp(self) -> None:
+        dialog = QFileDialog(self, "Choose the MTP weights (safetensors)")
+        dialog.setFileMode(QFileDialog.FileMode.ExistingFile)
+        dialog.setNameFilter("Safetensors (*.safetensors)")
+        dialog.fileSelected.connect(self.set_mtp_weights)
         dialog.open()
 
     def _select_loaded(self) -> None:

@@ -27,8 +27,8 @@ from app.settings.chat_settings import (
     SPEC_METHOD_DESCRIPTIONS,
     SPEC_METHOD_LABELS,
     ChatSettings,
-    spec_method_refusal,
 )
+from app.settings.method_picker import grey_out, method_refusal
 from app.widgets.form_fields import FIELD_MIN_WIDTH, float_field, int_field, select_data
 from app.widgets.metric_card import MetricCard
 from engine.requests import MAX_DRAFT_TOKENS, ModelInfo, SpecMethod
@@ -258,27 +258,8 @@ class ChatSettingsForm(QScrollArea):
         self.model_combo.setItemText(0, self._default_text())
         self._enable_fields()
 
-    def _apply_availability(self) -> None:
-        """Grey out the methods the chat's model cannot run, the reason as their tooltip."""
-        for index in range(self.method.count()):
-            method = self.method.itemData(index)
-            reason = self._refusal(method)
-            item = self.method.model().item(index)
-            item.setEnabled(reason is None)
-            tip = f"Not available: {reason}" if reason else SPEC_METHOD_DESCRIPTIONS[method]
-            self.method.setItemData(index, tip, Qt.ItemDataRole.ToolTipRole)
-
     def _refusal(self, method: str) -> str | None:
-        model = self.model_combo.currentData()
-        if model is None:
-            info = self._target
-            if info is None:
-                return spec_method_refusal(method, has_mtp=None)
-            return spec_method_refusal(
-                method, speculation_note=info.speculation_note, has_mtp=info.mtp
-            )
-        entry = next((e for e in self._entries if e.path == model), None)
-        return spec_method_refusal(method, has_mtp=entry.has_mtp if entry else None)
+        return method_refusal(method, self.model_combo.currentData(), self._target, self._entries)
 
     def _draft_head(self) -> str | None:
         """The trained draft head of the chat's model, when it has one (known once loaded
@@ -400,7 +381,7 @@ class ChatSettingsForm(QScrollArea):
 
     def _enable_fields(self) -> None:
         """Only the fields the chosen method uses are enabled, with their labels."""
-        self._apply_availability()
+        grey_out(self.method, self._refusal)
         method = self.method.currentData()
         description = SPEC_METHOD_DESCRIPTIONS[method]
         reason = self._refusal(method)

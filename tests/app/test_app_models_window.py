@@ -107,3 +107,28 @@ def test_models_window_names_the_default_models_draft_head(qtbot, window):
     SHOTS.mkdir(parents=True, exist_ok=True)
     assert dialog.grab().save(str(SHOTS / "models-draft-head-column.png"))
     dialog.close()
+
+
+def test_a_model_can_be_pointed_at_separate_mtp_weights(qtbot, window, tmp_path):
+    from app.models.models_dialog import COLUMNS, SEPARATE_MTP_TEXT
+    from app.models.mtp_weights import engine_mtp_weights
+    from tests.mtp_models import make_mtp_folder
+
+    weights = tmp_path / "qwen3-next-mtp.safetensors"
+    folder = make_mtp_folder("qwen3_next", tmp_path / "tiny-qwen3-next", separate=weights)
+    dialog = window.show_models()
+    assert dialog.add_folder(str(folder)) is None
+    rows = {dialog.table.item(r, 0).text(): r for r in range(dialog.table.rowCount())}
+    column = COLUMNS.index("MTP")
+    assert dialog.table.item(rows["tiny-qwen3-next"], column).text() == "–"  # not in the folder
+    dialog.table.selectRow(rows["tiny-qwen3-next"])
+    problem = dialog.set_mtp_weights(str(folder / "model.safetensors"))
+    assert problem is not None and "holds no MTP weights of a qwen3_next model" in problem
+    assert dialog.error.isVisible() and "MTP weights not used" in dialog.error.text()
+    assert dialog.set_mtp_weights(str(weights)) is None
+    rows = {dialog.table.item(r, 0).text(): r for r in range(dialog.table.rowCount())}
+    assert dialog.table.item(rows["tiny-qwen3-next"], column).text() == SEPARATE_MTP_TEXT
+    assert engine_mtp_weights(window.store) == ((str(folder), str(weights)),)
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    assert dialog.grab().save(str(SHOTS / "models-separate-mtp.png"))
+    dialog.close()

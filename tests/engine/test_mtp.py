@@ -176,3 +176,113 @@ def test_drafter_rounds_match_a_fresh_forward_over_the_whole_history(tmp_path):
             handed[rid] = len(histories[rid]) - 1
             kept = draft[: rng.randint(0, row.k)]
             histories[rid] = histories[rid] + kept + [rng.randrange(20, 1000)]
+
+
+# -- MTP layers that predict the target (acceptance, EOS and stop strings in accepted runs) ----
+
+
+@pytest.fixture(scope="module", params=MTP_FAMILIES)
+def predictable(request, tmp_path_factory):
+    """A model whose blocks add nothing and whose MTP layer predicts it exactly: its drafts
+    are accepted (tests/mtp_models.py)."""
+    name = request.param
+    root = tmp_path_factory.mktemp(name + "-predictable")
+    separate = root / "mtp-weights.safetensors" if name in SEPARATE else None
+    path = make_mtp_folder(name, root / "model", separate=separate, predictable=True)
+    config = {"mtp_weights": ((str(path), str(separate)),)} if separate else {}
+    return name, path, config
+
+
+def test_accepted_mtp_drafts_stay_exact_in_a_mixed_batch(predictable):
+    name, path, config = predictable
+    ps = prompts(31, 4)
+    expected = greedy(path, ps, 24)
+    specs = [
+        SpeculativeParams(method=SpecMethod.MTP, draft_tokens=4),
+        SpeculativeParams(),
+        SpeculativeParams(method=SpecMethod.MTP, draft_tokens=2),
+        SpeculativeParams(method=SpecMethod.PROMPT_LOOKUP, draft_tokens=3),
+    ]
+
+    async def body(eng):
+        async def one(i):
+            await asyncio.sleep(0.2 if i == 2 else 0.0)  # joins a running batch
+            request = GenerationRequest(prompt_tokens=ps[i], max_tokens=24, speculative=specs[i])
+            return await collect(eng, request)
+
+        return await asyncio.gather(*(one(i) for i in range(len(ps))))
+
+    outcomes = with_engine(path, body, prefill_chunk=8, prompt_cache=False, **config)
+    assert [o.tokens for o in outcomes] == expected
+    for i in (0, 2):
+        spec = outcomes[i].finished.stats.spec
+        assert spec.acceptance_rate > 0.8, f"{name}: {spec.accepted_tokens}/{spec.draft_tokens}"
+
+
+def _text_ends(tokenizer, tokens: list[int]) -> tuple[str, list[int]]:
+    detok = tokenizer.detokenizer
+    detok.reset()
+    ends = []
+    for t in tokens:
+        detok.add_token(t)
+        ends.append(len(detok.text))
+    detok.finalize()
+    return detok.text, ends
+
+
+def test_eos_and_stop_strings_inside_accepted_mtp_runs(tmp_path):
+    import json
+    import shutil
+
+    from engine.requests import FinishReason
+
+    path = make_mtp_folder("qwen3_5", tmp_path / "model", predictable=True)
+    prompt = prompts(41, 1)[0]
+    reply = greedy(path, [prompt], 30)[0]
+    spec = SpeculativeParams(method=SpecMethod.MTP, draft_tokens=4)
+
+    async def plain_body(eng):
+        request = GenerationRequest(prompt_tokens=prompt, max_tokens=30, speculative=spec)
+        return await collect(eng, request)
+
+    whole = with_engine(path, plain_body, prompt_cache=False)
+    assert whole.tokens == reply
+    # a stop string across a token boundary in the reply's middle, completed by a draft token
+    _, tokenizer = mlx_load(str(path))
+    text, ends = _text_ends(tokenizer, reply)
+    for mid in range(8, len(reply) - 4):
+        stop = text[ends[mid] - 3 : ends[mid] + 3]
+        if len(stop) < 6:
+            continue
+        cut = text.find(stop)
+        taken = next(i + 1 for i, end in enumerate(ends) if end >= cut + len(stop))
+        if whole.from_draft[taken - 1]:
+            break
+    else:
+        raise AssertionError(f"no usable stop string in {text!r}")
+    # and, in a copy of the folder, a token of the reply that is also an EOS id
+    i = next(
+        i for i in range(6, len(reply)) if reply[i] not in reply[:i] and whole.from_draft[i]
+    )  # the EOS arrives as an accepted MTP token
+    eos_dir = shutil.copytree(path, tmp_path / "eos")
+    generation_file = eos_dir / "generation_config.json"
+    generation = json.loads(generation_file.read_text()) if generation_file.exists() else {}
+    generation["eos_token_id"] = [2, 0, reply[i]]
+    generation_file.write_text(json.dumps(generation))
+    assert greedy(eos_dir, [prompt], 30)[0] == reply[:i]  # mlx_lm.generate stops on it too
+
+    async def body(eng):
+        request = GenerationRequest(
+            prompt_tokens=prompt, max_tokens=30, stop=(stop,), speculative=spec
+        )
+        return await collect(eng, request)
+
+    stopped = with_engine(path, body, prompt_cache=False)
+    assert stopped.finished.finish_reason == FinishReason.STOP
+    assert stopped.finished.text == text[:cut]
+    assert stopped.tokens == reply[:taken]
+    assert stopped.from_draft[-1] is True  # completed by an accepted MTP token
+    ended = with_engine(eos_dir, plain_body, prompt_cache=False)
+    assert ended.finished.finish_reason == FinishReason.STOP
+    assert ended.tokens == reply[:i]
+    assert any(ended.from_draft) and ended.finished.stats.spec.accepted_tokens > 0

@@ -129,6 +129,23 @@ def folder_has_mtp(folder: Path) -> bool:
         return False
 
 
+def mtp_weights_problem(folder: Path, weights: Path) -> str | None:
+    """Why `weights` (a safetensors file or a folder of them) cannot give the model in `folder`
+    its MTP layers, or None when they hold its family's MTP weights (headers only)."""
+    try:
+        config = json.loads((Path(folder) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        return f"the model's config.json cannot be read: {exc}"
+    family = family_of(config)
+    if not _prefixes(config):
+        return f"no MTP layers are known for {family or 'this'} models"
+    if not Path(weights).exists():
+        return f"{weights} does not exist"
+    if find_mtp(Path(folder), config, Path(weights)) is None:
+        return f"{weights} holds no MTP weights of a {family} model"
+    return None
+
+
 def read_mtp_weights(source: MtpSource, target_model: Any) -> dict[str, mx.array]:
     """The first MTP layer's weights, renamed to engine/speculative/mtp/module.py's layout
     (experts stacked as mlx-lm's `switch_mlp`, Qwen's zero-centred norms made plain). The
