@@ -97,3 +97,32 @@ def test_a_corrupt_head_is_refused_with_a_clear_message(tmp_path, monkeypatch):
     info, result = asyncio.run(body())
     assert info.draft_head is None and "corrupt" in (info.draft_head_note or "")
     assert len(result.token_ids) == 4
+
+
+def test_head_next_turn_from_the_prompt_cache_equals_generate(default_model, tmp_path):
+    tok = default_model.tokenizer
+    messages = messages_for("chat", 3)[2]
+    first = prompt_ids(tok, messages)
+    reply = reference_tokens(default_model.model, tok, first, MAX_TOKENS)
+    second = first + reply + prompt_ids(tok, [{"role": "user", "content": "Say it again."}])
+    expected = reference_tokens(default_model.model, tok, second, MAX_TOKENS)
+    spec = SpeculativeParams(method=SpecMethod.DRAFT_MODEL, draft_tokens=3)
+
+    async def body():
+        config = EngineConfig(log_blas=False, prompt_cache=True, prompt_cache_dir=str(tmp_path))
+        eng = Engine(config)
+        eng.start()
+        await eng.wait_ready()
+        try:
+            await eng.generate(
+                GenerationRequest(prompt_tokens=first, max_tokens=MAX_TOKENS, speculative=spec)
+            )
+            return await eng.generate(
+                GenerationRequest(prompt_tokens=second, max_tokens=MAX_TOKENS, speculative=spec)
+            )
+        finally:
+            await eng.stop()
+
+    result = asyncio.run(body())
+    assert result.token_ids == expected
+    assert result.stats.cached_tokens > 0 and result.stats.spec.rounds > 0
