@@ -280,6 +280,8 @@ class ModelInfo:
     speculation_note: str | None = None  # why this model cannot speculate, if it cannot
     mtp: bool = False  # its checkpoint's MTP layers draft for it (speculative method "mtp")
     mtp_note: str | None = None  # why MTP weights it has (or was given) cannot be used
+    draft_head: str | None = None  # its trained draft head (methods "draft" and "auto"), if any
+    draft_head_note: str | None = None  # why the draft head it has cannot be used
 
 
 @dataclass

@@ -27,6 +27,7 @@ class ModelEntry:
     source: str = "folder"
     location: str = ""  # the folder on disk, for display
     has_mtp: bool = False  # its checkpoint carries MTP layers (speculative method "mtp")
+    draft_head: str | None = None  # its trained draft head (Tandem ships the default model's)
 
     @property
     def source_label(self) -> str:
@@ -55,7 +56,13 @@ def _entry(model: LocalModel) -> ModelEntry:
     else:
         name, spec = model.name, model.spec
     return ModelEntry(
-        name, spec, model.size_bytes, model.source, str(model.path), has_mtp=model.has_mtp
+        name,
+        spec,
+        model.size_bytes,
+        model.source,
+        str(model.path),
+        has_mtp=model.has_mtp,
+        draft_head=model.draft_head,
     )
 
 

@@ -34,9 +34,14 @@ from app.store.conversation_store import Store
 from engine.requests import EngineStats, ModelInfo
 
 MODEL_DIRS_KEY = "model_dirs"
-COLUMNS = ("Name", "Source", "Size", "MTP", "Location")
+COLUMNS = ("Name", "Source", "Size", "MTP", "Draft head", "Location")
 MTP_TEXT = "MTP layers"  # the checkpoint carries multi-token-prediction layers
 MTP_TIP = 'Its checkpoint carries MTP layers: the speculative method "MTP" drafts with them'
+HEAD_TEXT = "Trained"  # Tandem ships a draft head trained for this model
+HEAD_TIP = (
+    'Tandem ships a draft head trained for this model: the methods "Draft model" and "Auto" '
+    "draft with it when no draft model is chosen"
+)
 SEPARATE_MTP_TEXT = "MTP layers (separate file)"
 
 
@@ -184,14 +189,18 @@ class ModelsDialog(QDialog):
             location = entry.location or entry.path or "converted on first use"
             separate = self.mtp_weights().get(entry.path or "")
             mtp = SEPARATE_MTP_TEXT if separate else MTP_TEXT if entry.has_mtp else "–"
-            for column, text in enumerate((entry.name, entry.source_label, size, mtp, location)):
+            head = HEAD_TEXT if entry.draft_head else "–"
+            texts = (entry.name, entry.source_label, size, mtp, head, location)
+            for column, text in enumerate(texts):
                 item = QTableWidgetItem(text)
+                tip = entry.path or entry.name
                 if column == 3 and separate:
-                    item.setToolTip(f"MTP weights from {separate}")
+                    tip = f"MTP weights from {separate}"
                 elif column == 3 and entry.has_mtp:
-                    item.setToolTip(MTP_TIP)
-                else:
-                    item.setToolTip(entry.path or entry.name)
+                    tip = MTP_TIP
+                elif column == 4 and entry.draft_head:
+                    tip = HEAD_TIP
+                item.setToolTip(tip)
                 self.table.setItem(row, column, item)
         self._select_loaded()
         self.modelsChanged.emit(self.entries)

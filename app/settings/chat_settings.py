@@ -46,8 +46,8 @@ SPEC_METHOD_DESCRIPTIONS: dict[str, str] = {
         "(code edits, quotes, summaries)."
     ),
     SpecMethod.AUTO.value: (
-        "Guesses ahead only while measurements say it pays (draft model if loaded, else MTP "
-        "layers, else prompt lookup): helps when unsure which to pick."
+        "Guesses ahead only while it pays (draft model, else the model's own draft head or "
+        "MTP layers, else prompt lookup): helps when unsure which to pick."
     ),
     SpecMethod.MTP.value: (
         "The model's own multi-token-prediction layers guess ahead: helps when its checkpoint "

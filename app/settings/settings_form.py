@@ -35,6 +35,7 @@ from engine.requests import MAX_DRAFT_TOKENS, ModelInfo, SpecMethod
 
 DEFAULT_MODEL_TEXT = "Default model"
 NO_DRAFT_TEXT = "None"
+OWN_HEAD_TEXT = "Own head"  # none chosen: the chat's model drafts with its trained head
 SYSTEM_PROMPT_SAVE_MS = 400  # the default system prompt is stored once typing pauses
 SYSTEM_PROMPT_LINES = 3
 
@@ -260,6 +261,15 @@ class ChatSettingsForm(QScrollArea):
     def _refusal(self, method: str) -> str | None:
         return method_refusal(method, self.model_combo.currentData(), self._target, self._entries)
 
+    def _draft_head(self) -> str | None:
+        """The trained draft head of the chat's model, when it has one (known once loaded
+        for the engine's default model; from the listing otherwise)."""
+        model = self.model_combo.currentData()
+        if model is None:
+            return self._target.draft_head if self._target is not None else None
+        entry = next((e for e in self._entries if e.path == model), None)
+        return entry.draft_head if entry is not None else None
+
     def _default_text(self) -> str:
         name = self._target.name if self._target is not None else None
         return f"{DEFAULT_MODEL_TEXT} ({name})" if name else DEFAULT_MODEL_TEXT
@@ -377,6 +387,12 @@ class ChatSettingsForm(QScrollArea):
         reason = self._refusal(method)
         if reason:  # chosen before the model changed: the engine would refuse it too
             description = f"Not available for this chat's model: {reason}."
+        head = self._draft_head()
+        if head and method == SpecMethod.DRAFT_MODEL.value:
+            description += f" Without a draft model, this model's own {head} guesses ahead."
+        self.draft_model.setItemText(0, OWN_HEAD_TEXT if head else NO_DRAFT_TEXT)
+        own_tip = f"No draft model: this model's own {head} drafts" if head else NO_DRAFT_TEXT
+        self.draft_model.setItemData(0, own_tip, Qt.ItemDataRole.ToolTipRole)
         self.method_help.setText(description)
         self.method.setToolTip(description)
         fixed_k = method in (

@@ -20,6 +20,7 @@ from engine.hidden import attach
 from engine.hosting.memory_budget import held_bytes
 from engine.requests import Event, GenerationRequest, SpecMethod
 from engine.speculative.drafter import Drafter
+from engine.speculative.eagle_drafter import EAGLE_DRAFTER, HEAD_LABEL, eagle_drafter_for
 from engine.speculative.mtp.loading import mtp_drafter_for, mtp_weights_for
 from engine.speculative.policy import SpeculationPolicy
 from engine.speculative.prompt_lookup import PromptLookupDrafter
@@ -52,6 +53,7 @@ class EngineCore:
             self.executor.batched_prefill = False
         self.set_drafter(PromptLookupDrafter())
         self._install_mtp(config)
+        self._install_draft_head()
         for name, make in config.extra_drafters:
             self.set_drafter(make(target), name=name)
 
@@ -79,6 +81,26 @@ class EngineCore:
                 "such as Qwen3.5/3.6, Qwen3-Next, DeepSeek-V3, GLM-4.5 and MiMo, can draft with "
                 "MTP; point the model at separate MTP weights if its folder lacks them)"
             )
+
+    def _install_draft_head(self) -> None:
+        """The model's trained draft head (the default model's, shipped with Tandem) serves
+        "draft" and "auto" rows that name no draft model (ModelInfo.draft_head)."""
+        info = self.target.info
+        try:
+            drafter, note = eagle_drafter_for(self.target)
+        except Exception as exc:  # noqa: BLE001 - the model still runs without it
+            log.exception("loading the draft head of %s failed", info.name)
+            drafter, note = None, f"its draft head failed to load: {exc}"
+        if drafter is not None:
+            self.set_drafter(drafter)
+            note = self.policy.unavailable.get(drafter.name)
+            if note is None:
+                self.policy.own_draft = drafter.name
+                info.draft_head = HEAD_LABEL
+        info.draft_head_note = note
+        if note is not None:
+            self.policy.unavailable[EAGLE_DRAFTER] = note
+            self.policy.own_draft = EAGLE_DRAFTER
 
     # -- commands ------------------------------------------------------------------------------
 

@@ -210,8 +210,11 @@ class Scheduler:
                 self.out.events.append(
                     PrefillProgressEvent(state.request_id, state.prefilled + 1, len(state.prompt))
                 )
+        # a speculative round costs its drafting too (a draft head's or model's forwards)
+        verifies = sum(1 for _, width, _ in output.forward_costs if width > 1)
         for batch, width, seconds in output.forward_costs:
-            self.policy.costs.record(batch, width, seconds)
+            drafting = output.draft_s / verifies if width > 1 else 0.0
+            self.policy.costs.record(batch, width, seconds + drafting)
         self.timing.add(output.timing)
         for row in plan.decode:
             for run in output.runs.get(row.state.request_id, []):
@@ -278,6 +281,7 @@ class Scheduler:
         prompt = build_prompt(request, tokenizer, vocab_size=vocab)
         validate_sampling(request.sampling, vocab)
         self.policy.check(request.speculative, draft=draft)
+        draft = self.policy.row_draft(request.speculative, draft)
         max_new = request.max_tokens
         context = self.context_length
         if context is not None:

@@ -32,6 +32,7 @@ class SpeculationPolicy:
     refusal: str | None = None  # why the model cannot speculate at all, if it cannot
     unavailable: dict[str, str] = field(default_factory=dict)  # drafter name -> why not here
     checks: dict[str, Callable[[SpeculativeParams], None]] = field(default_factory=dict)
+    own_draft: str | None = None  # the model's trained draft head, for rows naming no draft model
     _acceptance: dict[str, RowAcceptance] = field(default_factory=dict)
 
     @property
@@ -49,10 +50,13 @@ class SpeculationPolicy:
         if method == SpecMethod.AUTO:
             return
         if method == SpecMethod.DRAFT_MODEL:
+            draft = self.row_draft(spec, draft)
             if draft is None or draft not in self.drafters:
+                why = self.unavailable.get(self.own_draft or "")
                 raise ValueError(
                     "speculative.method 'draft' needs a draft model: name one in "
                     "speculative.draft_model (or start the engine with one)"
+                    + (f"; this model's own draft head is not available: {why}" if why else "")
                 )
             name = draft
         else:
@@ -63,6 +67,16 @@ class SpeculationPolicy:
         check = self.checks.get(name)
         if check is not None:
             check(spec)
+
+    def row_draft(self, spec: SpeculativeParams, draft: str | None) -> str | None:
+        """The drafter name a row drafts with as its draft: its draft model's, else (for
+        "draft" and "auto") the model's own trained draft head when it is installed."""
+        if draft is not None:
+            return draft
+        own = self.own_draft
+        if own in self.drafters and spec.method in (SpecMethod.DRAFT_MODEL, SpecMethod.AUTO):
+            return own
+        return None
 
     def speculates(self, rows: list[RequestState]) -> bool:
         return any(_method(r) != SpecMethod.OFF for r in rows)

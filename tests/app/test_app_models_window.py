@@ -96,6 +96,19 @@ def test_models_window_says_which_models_have_mtp_layers(qtbot, window, tmp_path
     dialog.close()
 
 
+def test_models_window_names_the_default_models_draft_head(qtbot, window):
+    from app.models.models_dialog import COLUMNS
+
+    dialog = window.show_models()
+    column = COLUMNS.index("Draft head")
+    default = next(r for r, e in enumerate(dialog.entries) if e.source == "default")
+    assert dialog.table.item(default, column).text() == "Trained"
+    assert "draft head trained for this model" in dialog.table.item(default, column).toolTip()
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    assert dialog.grab().save(str(SHOTS / "models-draft-head-column.png"))
+    dialog.close()
+
+
 def test_a_model_can_be_pointed_at_separate_mtp_weights(qtbot, window, tmp_path):
     from app.models.models_dialog import COLUMNS, SEPARATE_MTP_TEXT
     from app.models.mtp_weights import engine_mtp_weights

@@ -141,3 +141,23 @@ def test_new_chats_start_with_the_default_system_prompt(qtbot, window, store):
     again = make_window(store, window.bridge)
     assert again.settings_form.default_system_prompt.toPlainText() == "You are a careful assistant."
     close_window(again)
+
+
+def test_draft_method_names_the_models_own_draft_head(qtbot, window):
+    from app.settings.settings_form import NO_DRAFT_TEXT
+
+    form = window.settings_form
+    window.show_settings()
+    form.set_target(_info(draft_head="trained draft head (EAGLE)"))
+    _pick(form, "draft")
+    spin(lambda: False, 0.1)
+    assert form.draft_model.itemText(0) == "Own head"
+    tip = form.draft_model.itemData(0, Qt.ItemDataRole.ToolTipRole)
+    assert tip == "No draft model: this model's own trained draft head (EAGLE) drafts"
+    assert "own trained draft head (EAGLE) guesses ahead" in form.method_help.text()
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    form.grab().save(str(SHOTS / "settings_draft_head.png"))
+    form.set_target(_info())
+    assert form.draft_model.itemText(0) == NO_DRAFT_TEXT
+    assert "draft head" not in form.method_help.text()
+    _pick(form, "off")

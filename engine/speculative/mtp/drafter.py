@@ -144,6 +144,10 @@ class MtpDrafter(Drafter):
 
     # -- drafting ------------------------------------------------------------------------------
 
+    def _greedy(self, out: mx.array) -> mx.array:
+        """The most likely token after each output [B, d], as uint32 [B]."""
+        return mx.argmax(self.head(out), axis=-1).astype(mx.uint32)
+
     def _pairs(self, row: DraftRow) -> tuple[mx.array, mx.array]:
         """The row's new pairs: (token ids [n], hidden states [n, d])."""
         n = row.hidden.shape[0]
@@ -184,13 +188,13 @@ class MtpDrafter(Drafter):
         zero = mx.zeros((1, d), dtype=self.dtype)
         outs = mx.concatenate([last.get(rid, (zero, zero))[0] for rid in self._ids])
         chain = mx.concatenate([last.get(rid, (zero, zero))[1] for rid in self._ids])
-        token = mx.argmax(self.head(outs), axis=-1).astype(mx.uint32)
+        token = self._greedy(outs)
         columns = [token]
         cache = self._cache[0]
         for _ in range(k - 1):  # every row chains; rows not asked are given it back below
             out, chain = self.mtp(self.embed(token[:, None]), chain[:, None], cache)
             out, chain = out[:, -1], chain[:, -1]
-            token = mx.argmax(self.head(out), axis=-1).astype(mx.uint32)
+            token = self._greedy(out)
             columns.append(token)
         drafts = mx.stack(columns, axis=1)
         if k > 1:
