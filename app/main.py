@@ -94,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     from qasync import QEventLoop
 
     from app.engine_bridge import EngineBridge
+    from app.models.mtp_weights import engine_mtp_weights
     from app.single_instance import SingleInstance
     from app.store.conversation_store import Store
     from app.theme import app_icon, theme_manager, ui_font
@@ -130,7 +131,8 @@ def main(argv: list[str] | None = None) -> int:
         store.set_setting("theme_mode", args.theme)
     theme_manager().apply(store.setting("theme_mode", "system"))
     model = args.model if args.model is not None else store.setting(MODEL_KEY)
-    bridge = EngineBridge(config=EngineConfig(model=model or None))
+    mtp_weights = engine_mtp_weights(store)
+    bridge = EngineBridge(config=EngineConfig(model=model or None, mtp_weights=mtp_weights))
     window = MainWindow(store, bridge)
     instance.activateRequested.connect(window.bring_to_front)
     bridge.modelLoaded.connect(lambda _info: store.set_setting(MODEL_KEY, bridge.model_spec))

@@ -38,6 +38,7 @@ from engine.requests import (
     GenerationRequest,
     ModelInfo,
 )
+from engine.speculative.mtp.checkpoint import mtp_weights_problem
 from engine.validation import refusal
 from engine.worker import EngineWorker
 
@@ -49,6 +50,7 @@ __all__ = [
     "EngineDied",
     "EngineNotStarted",
     "LocalModel",
+    "mtp_weights_problem",
     "ModelBusy",
     "ModelLoadError",
     "ModelTooLarge",

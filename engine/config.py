@@ -10,6 +10,7 @@ DEFAULT_PREFILL_CHUNK = 512
 DEFAULT_MAX_BATCH = 16
 DEFAULT_STATS_INTERVAL_S = 0.25  # a running request's StatsEvent at most this often
 DEFAULT_KV_GROUP_SIZE = 64
+DEFAULT_PREFILL_GAP_FACTOR = 3.0  # engine/core/prefill_pacer.py
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,9 @@ class EngineConfig:
     # used first; a model that cannot fit is refused.
     memory_budget_bytes: int | None = None
     prefill_chunk: int = DEFAULT_PREFILL_CHUNK
+    # while other rows decode, a step's prompt chunk is sized so the step takes about this many
+    # decode steps (engine/core/prefill_pacer.py); None: always whole chunks
+    prefill_gap_factor: float | None = DEFAULT_PREFILL_GAP_FACTOR
     max_batch: int = DEFAULT_MAX_BATCH
     max_context: int | None = None  # cap below the model's own context length
     stats_interval_s: float = DEFAULT_STATS_INTERVAL_S
@@ -43,6 +47,9 @@ class EngineConfig:
     kv_bits: int | None = None
     kv_group_size: int = DEFAULT_KV_GROUP_SIZE
     kv_start: int = 0
+    # Separate MTP weights (a safetensors file or a folder of them) for models whose own folder
+    # lacks them (converted 4-bit folders usually do): (model folder or name, weights path)
+    mtp_weights: tuple[tuple[str, str], ...] = ()
     # More drafters, by speculative method name, made on the engine thread from the loaded
     # target (the benchmarks' synthetic drafter); production code registers none.
     extra_drafters: tuple[tuple[str, Callable[[Any], Any]], ...] = ()

@@ -15,6 +15,8 @@ from engine.models import (
     hf_snapshot,
     validate_model_dir,
 )
+from engine.speculative.eagle_drafter import shipped_head_label
+from engine.speculative.mtp.checkpoint import folder_has_mtp
 
 
 @dataclass
@@ -24,6 +26,8 @@ class ModelEntry:
     size_bytes: int
     source: str  # "default", "hf-cache" or "folder"
     spec: str  # what to pass to load_model / resolve_model
+    has_mtp: bool = False  # its checkpoint carries MTP layers (speculative method "mtp")
+    draft_head: str | None = None  # its trained draft head ("draft"/"auto" without a draft model)
 
 
 def _folder_size(path: Path) -> int:
@@ -63,6 +67,7 @@ def list_local_models(extra_dirs: Iterable[Path] = ()) -> list[ModelEntry]:
                 size_bytes=_folder_size(folder) if done else gguf.stat().st_size,
                 source="default",
                 spec=DEFAULT_SPEC,
+                draft_head=shipped_head_label(default_model.DEFAULT_MODEL_NAME),
             )
         )
 
@@ -84,4 +89,6 @@ def list_local_models(extra_dirs: Iterable[Path] = ()) -> list[ModelEntry]:
             if cand.is_dir() and cand.resolve() not in seen and _is_model_dir(cand):
                 seen.add(cand.resolve())
                 entries.append(ModelEntry(cand.name, cand, _folder_size(cand), "folder", str(cand)))
+    for entry in entries:
+        entry.has_mtp = folder_has_mtp(entry.path)
     return entries

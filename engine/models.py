@@ -47,6 +47,7 @@ class LoadedModel:
     info: ModelInfo
     config: dict[str, Any]
     weights_id: str | None = None  # what the weights are when no file holds them (random models)
+    mtp: Any = None  # a ready MTP layer when no file holds it (random models with "-mtp")
 
 
 # ---------------------------------------------------------------------------- resolving
@@ -339,6 +340,12 @@ def model_info(
             sliding_window = setting("sliding_window") or rotating[0].max_size
 
     vocab_size = setting("vocab_size") or len(tokenizer.get_vocab())
+    from engine.speculative.mtp.checkpoint import find_mtp
+
+    try:  # the safetensors headers only; the layers load with the engine (EngineCore)
+        has_mtp = find_mtp(path, config) is not None
+    except OSError:
+        has_mtp = False
     return ModelInfo(
         name=name,
         path=str(path),
@@ -349,6 +356,7 @@ def model_info(
         context_length=next((int(setting(k)) for k in DEFAULT_CONTEXT_KEYS if setting(k)), None),
         dtype=dtype,
         sliding_window=sliding_window,
+        mtp=has_mtp,
     )
 
 

@@ -50,6 +50,7 @@ class SpecMethod(str, enum.Enum):
     DRAFT_MODEL = "draft"
     PROMPT_LOOKUP = "lookup"
     AUTO = "auto"
+    MTP = "mtp"  # the model's own multi-token-prediction layers (engine/speculative/mtp/)
     SYNTHETIC = "synthetic"  # benchmarks and tests only: engine/bench/synthetic.py, registered
 
 
@@ -277,6 +278,10 @@ class ModelInfo:
     sliding_window: int | None = None
     batching_note: str | None = None  # why this model runs one request at a time, if it does
     speculation_note: str | None = None  # why this model cannot speculate, if it cannot
+    mtp: bool = False  # its checkpoint's MTP layers draft for it (speculative method "mtp")
+    mtp_note: str | None = None  # why MTP weights it has (or was given) cannot be used
+    draft_head: str | None = None  # its trained draft head (methods "draft" and "auto"), if any
+    draft_head_note: str | None = None  # why the draft head it has cannot be used
 
 
 @dataclass

@@ -45,7 +45,7 @@ EXCLUDES = ["tkinter", "matplotlib", "PIL", "pytest", "_pytest", "IPython", "tor
 # found by scanning ctypes.CDLL calls, but only probed at run time: transformers asks for the CUDA
 # runtime (and a build machine's copy must never ship)
 UNWANTED_BINARIES = ("libcudart",)
-RESOURCE_SUFFIXES = (".json", ".qss", ".svg", ".png")
+RESOURCE_SUFFIXES = (".json", ".qss", ".svg", ".png", ".safetensors")  # + draft heads
 
 
 def project_version(root: Path = ROOT) -> str:

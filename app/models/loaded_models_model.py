@@ -83,7 +83,10 @@ class LoadedModelsModel(QAbstractTableModel):
     @staticmethod
     def _text(model: ModelStats, column: int, chats: list[str]) -> str:
         if column == 0:
-            return model.name + ("  (default)" if model.configured else "")
+            info = model.info
+            mtp = "  · MTP" if info is not None and info.mtp else ""
+            head = "  · draft head" if info is not None and info.draft_head else ""
+            return model.name + mtp + head + ("  (default)" if model.configured else "")
         if column == 1:
             return fmt_bytes(model.memory_bytes) if model.memory_bytes else "–"
         if column == 2:
@@ -101,6 +104,17 @@ class LoadedModelsModel(QAbstractTableModel):
             return "\n".join(chats) or "No open chat uses it"
         info = model.info
         where = info.path if info is not None else model.key
+        if info is not None and info.mtp:
+            where += '\nMTP layers: the speculative method "MTP" drafts with them'
+        elif info is not None and info.mtp_note:
+            where += f"\nMTP unavailable: {info.mtp_note}"
+        if info is not None and info.draft_head:
+            where += (
+                f'\nDraft head: {info.draft_head}; "Draft model" and "Auto" draft with it when '
+                "no draft model is chosen"
+            )
+        elif info is not None and info.draft_head_note:
+            where += f"\nDraft head unavailable: {info.draft_head_note}"
         return f"{model.name}\n{where}"
 
     @staticmethod

@@ -26,6 +26,8 @@ class ModelEntry:
     size_bytes: int = 0
     source: str = "folder"
     location: str = ""  # the folder on disk, for display
+    has_mtp: bool = False  # its checkpoint carries MTP layers (speculative method "mtp")
+    draft_head: str | None = None  # its trained draft head (Tandem ships the default model's)
 
     @property
     def source_label(self) -> str:
@@ -53,7 +55,15 @@ def _entry(model: LocalModel) -> ModelEntry:
         name, spec = DEFAULT_MODEL_LABEL, BUILT_IN_SPEC
     else:
         name, spec = model.name, model.spec
-    return ModelEntry(name, spec, model.size_bytes, model.source, str(model.path))
+    return ModelEntry(
+        name,
+        spec,
+        model.size_bytes,
+        model.source,
+        str(model.path),
+        has_mtp=model.has_mtp,
+        draft_head=model.draft_head,
+    )
 
 
 def validate_folder(path: str) -> str | None:

@@ -5,6 +5,7 @@ cache's size on disk (with "Clear prompt cache")."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 from PySide6.QtCore import Qt, Signal
@@ -27,12 +28,21 @@ from app.formatting import fmt_bytes, fmt_count
 from app.models.loaded_models_model import ChatUse
 from app.models.loaded_models_panel import LoadedModelsPanel
 from app.models.model_catalog import ModelEntry, list_models, validate_folder
+from app.models.mtp_weights import MTP_WEIGHTS_KEY, check_mtp_weights
 from app.models.prompt_cache_clearer import PromptCacheClearer
 from app.store.conversation_store import Store
 from engine.requests import EngineStats, ModelInfo
 
 MODEL_DIRS_KEY = "model_dirs"
-COLUMNS = ("Name", "Source", "Size", "Location")
+COLUMNS = ("Name", "Source", "Size", "MTP", "Draft head", "Location")
+MTP_TEXT = "MTP layers"  # the checkpoint carries multi-token-prediction layers
+MTP_TIP = 'Its checkpoint carries MTP layers: the speculative method "MTP" drafts with them'
+HEAD_TEXT = "Trained"  # Tandem ships a draft head trained for this model
+HEAD_TIP = (
+    'Tandem ships a draft head trained for this model: the methods "Draft model" and "Auto" '
+    "draft with it when no draft model is chosen"
+)
+SEPARATE_MTP_TEXT = "MTP layers (separate file)"
 
 
 class ModelsDialog(QDialog):
@@ -75,6 +85,7 @@ class ModelsDialog(QDialog):
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.ResizeToContents)
         header.setSectionResizeMode(1, QHeaderView.ResizeMode.ResizeToContents)
         header.setSectionResizeMode(2, QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(3, QHeaderView.ResizeMode.ResizeToContents)
         header.setStretchLastSection(True)
         self.table.doubleClicked.connect(lambda _i: self.load_selected())
         self.error = QLabel()
@@ -100,6 +111,12 @@ class ModelsDialog(QDialog):
             'Chats set to "Default model" use it from their next reply; nothing is cancelled'
         )
         self.default_button.clicked.connect(self.make_selected_default)
+        self.mtp_button = QPushButton("MTP weights…")
+        self.mtp_button.setToolTip(
+            "Point the selected model at a safetensors file holding its MTP layers "
+            "(converted folders often lack them); used from Tandem's next start"
+        )
+        self.mtp_button.clicked.connect(self._browse_mtp)
         close = QPushButton("Close")
         close.clicked.connect(self.close)
         self._clearer = clearer
@@ -120,6 +137,7 @@ class ModelsDialog(QDialog):
         buttons = QHBoxLayout()
         buttons.addWidget(add)
         buttons.addWidget(refresh)
+        buttons.addWidget(self.mtp_button)
         buttons.addStretch(1)
         buttons.addWidget(self.default_button)
         buttons.addWidget(self.load_button)
@@ -159,14 +177,30 @@ class ModelsDialog(QDialog):
         return list(self._store.setting(MODEL_DIRS_KEY, []))
 
     def refresh(self) -> None:
-        self.entries = list_models(self.extra_dirs())
+        separate_weights = self.mtp_weights()
+        # a model pointed at separate MTP weights runs "mtp" too (the method picker reads this)
+        self.entries = [
+            dataclasses.replace(e, has_mtp=True) if separate_weights.get(e.path or "") else e
+            for e in list_models(self.extra_dirs())
+        ]
         self.table.setRowCount(len(self.entries))
         for row, entry in enumerate(self.entries):
             size = fmt_bytes(entry.size_bytes) if entry.size_bytes else "–"
             location = entry.location or entry.path or "converted on first use"
-            for column, text in enumerate((entry.name, entry.source_label, size, location)):
+            separate = self.mtp_weights().get(entry.path or "")
+            mtp = SEPARATE_MTP_TEXT if separate else MTP_TEXT if entry.has_mtp else "–"
+            head = HEAD_TEXT if entry.draft_head else "–"
+            texts = (entry.name, entry.source_label, size, mtp, head, location)
+            for column, text in enumerate(texts):
                 item = QTableWidgetItem(text)
-                item.setToolTip(entry.path or entry.name)
+                tip = entry.path or entry.name
+                if column == 3 and separate:
+                    tip = f"MTP weights from {separate}"
+                elif column == 3 and entry.has_mtp:
+                    tip = MTP_TIP
+                elif column == 4 and entry.draft_head:
+                    tip = HEAD_TIP
+                item.setToolTip(tip)
                 self.table.setItem(row, column, item)
         self._select_loaded()
         self.modelsChanged.emit(self.entries)
@@ -182,6 +216,29 @@ class ModelsDialog(QDialog):
             dirs.append(path)
             self._store.set_setting(MODEL_DIRS_KEY, dirs)
         self.error.setVisible(False)
+        self.refresh()
+        return None
+
+    def mtp_weights(self) -> dict[str, str]:
+        """Separate MTP weights by model (what the engine is started with)."""
+        return dict(self._store.setting(MTP_WEIGHTS_KEY, {}) or {})
+
+    def set_mtp_weights(self, path: str) -> str | None:
+        """Point the selected model at MTP weights; returns (and shows) why not, or None."""
+        entry = self._selected_entry()
+        if entry is None or not path:
+            return None
+        problem = check_mtp_weights(entry.location or entry.path or "", path)
+        if problem:
+            self.show_error(f"MTP weights not used: {problem}.")
+            return problem
+        choices = self.mtp_weights()
+        choices[entry.path or ""] = path
+        self._store.set_setting(MTP_WEIGHTS_KEY, choices)
+        self.error.setVisible(False)
+        self.progress_label.setText(
+            f"{entry.name} drafts with these MTP weights from Tandem's next start"
+        )
         self.refresh()
         return None
 
@@ -220,6 +277,13 @@ class ModelsDialog(QDialog):
         dialog = QFileDialog(self, "Add a model folder")
         dialog.setFileMode(QFileDialog.FileMode.Directory)
         dialog.fileSelected.connect(self.add_folder)
+        dialog.open()
+
+    def _browse_mtp(self) -> None:
+        dialog = QFileDialog(self, "Choose the MTP weights (safetensors)")
+        dialog.setFileMode(QFileDialog.FileMode.ExistingFile)
+        dialog.setNameFilter("Safetensors (*.safetensors)")
+        dialog.fileSelected.connect(self.set_mtp_weights)
         dialog.open()
 
     def _select_loaded(self) -> None:

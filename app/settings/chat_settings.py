@@ -32,6 +32,7 @@ SPEC_METHOD_LABELS: dict[str, str] = {
     SpecMethod.DRAFT_MODEL.value: "Draft model",
     SpecMethod.PROMPT_LOOKUP.value: "Prompt lookup",
     SpecMethod.AUTO.value: "Auto",
+    SpecMethod.MTP.value: "MTP",
 }
 # One line each, in the settings and as tooltips: what the method does and when it helps.
 SPEC_METHOD_DESCRIPTIONS: dict[str, str] = {
@@ -45,10 +46,31 @@ SPEC_METHOD_DESCRIPTIONS: dict[str, str] = {
         "(code edits, quotes, summaries)."
     ),
     SpecMethod.AUTO.value: (
-        "Guesses ahead only while measurements say it pays (draft model if loaded, else "
-        "prompt lookup): helps when unsure which to pick."
+        "Guesses ahead only while it pays (draft model, else the model's own draft head or "
+        "MTP layers, else prompt lookup): helps when unsure which to pick."
+    ),
+    SpecMethod.MTP.value: (
+        "The model's own multi-token-prediction layers guess ahead: helps when its checkpoint "
+        "carries them (Qwen3.5/3.6, DeepSeek-V3, GLM-4.5, MiMo)."
     ),
 }
+NO_MTP_REASON = "this model's checkpoint has no MTP layers"
+UNKNOWN_MTP_REASON = "whether this model has MTP layers is known once it is loaded"
+
+
+def spec_method_refusal(
+    method: str, *, speculation_note: str | None = None, has_mtp: bool | None = False
+) -> str | None:
+    """Why a model cannot run `method` (None: it can): a model that cannot speculate at all
+    refuses every speculative method with its note; only models with MTP layers run "mtp"
+    (`has_mtp` None: not known yet)."""
+    if method == SpecMethod.OFF.value:
+        return None
+    if speculation_note:
+        return speculation_note
+    if method == SpecMethod.MTP.value and not has_mtp:
+        return UNKNOWN_MTP_REASON if has_mtp is None else NO_MTP_REASON
+    return None
 
 
 @dataclass(frozen=True)

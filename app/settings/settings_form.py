@@ -28,12 +28,14 @@ from app.settings.chat_settings import (
     SPEC_METHOD_LABELS,
     ChatSettings,
 )
+from app.settings.method_picker import grey_out, method_refusal
 from app.widgets.form_fields import FIELD_MIN_WIDTH, float_field, int_field, select_data
 from app.widgets.metric_card import MetricCard
 from engine.requests import MAX_DRAFT_TOKENS, ModelInfo, SpecMethod
 
 DEFAULT_MODEL_TEXT = "Default model"
 NO_DRAFT_TEXT = "None"
+OWN_HEAD_TEXT = "Own head"  # none chosen: the chat's model drafts with its trained head
 SYSTEM_PROMPT_SAVE_MS = 400  # the default system prompt is stored once typing pauses
 SYSTEM_PROMPT_LINES = 3
 
@@ -246,6 +248,7 @@ class ChatSettingsForm(QScrollArea):
                     self.draft_model.addItem(entry.name, entry.location or entry.path)
             select_data(self.model_combo, self._settings.model)
             select_data(self.draft_model, self._settings.draft_model)
+            self._enable_fields()
         finally:
             self._updating = False
 
@@ -253,6 +256,19 @@ class ChatSettingsForm(QScrollArea):
         """The engine's default model (what "Default model" means here)."""
         self._target = info
         self.model_combo.setItemText(0, self._default_text())
+        self._enable_fields()
+
+    def _refusal(self, method: str) -> str | None:
+        return method_refusal(method, self.model_combo.currentData(), self._target, self._entries)
+
+    def _draft_head(self) -> str | None:
+        """The trained draft head of the chat's model, when it has one (known once loaded
+        for the engine's default model; from the listing otherwise)."""
+        model = self.model_combo.currentData()
+        if model is None:
+            return self._target.draft_head if self._target is not None else None
+        entry = next((e for e in self._entries if e.path == model), None)
+        return entry.draft_head if entry is not None else None
 
     def _default_text(self) -> str:
         name = self._target.name if self._target is not None else None
@@ -365,11 +381,25 @@ class ChatSettingsForm(QScrollArea):
 
     def _enable_fields(self) -> None:
         """Only the fields the chosen method uses are enabled, with their labels."""
+        grey_out(self.method, self._refusal)
         method = self.method.currentData()
         description = SPEC_METHOD_DESCRIPTIONS[method]
+        reason = self._refusal(method)
+        if reason:  # chosen before the model changed: the engine would refuse it too
+            description = f"Not available for this chat's model: {reason}."
+        head = self._draft_head()
+        if head and method == SpecMethod.DRAFT_MODEL.value:
+            description += f" Without a draft model, this model's own {head} guesses ahead."
+        self.draft_model.setItemText(0, OWN_HEAD_TEXT if head else NO_DRAFT_TEXT)
+        own_tip = f"No draft model: this model's own {head} drafts" if head else NO_DRAFT_TEXT
+        self.draft_model.setItemData(0, own_tip, Qt.ItemDataRole.ToolTipRole)
         self.method_help.setText(description)
         self.method.setToolTip(description)
-        fixed_k = method in (SpecMethod.DRAFT_MODEL.value, SpecMethod.PROMPT_LOOKUP.value)
+        fixed_k = method in (
+            SpecMethod.DRAFT_MODEL.value,
+            SpecMethod.PROMPT_LOOKUP.value,
+            SpecMethod.MTP.value,
+        )
         uses_draft = method in (SpecMethod.DRAFT_MODEL.value, SpecMethod.AUTO.value)
         uses_ngram = method in (SpecMethod.PROMPT_LOOKUP.value, SpecMethod.AUTO.value)
         form = self._spec_form

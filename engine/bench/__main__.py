@@ -28,6 +28,7 @@ from engine.bench.baselines import (
     run_batch_generator,
     run_mlx_lm_speculative,
     run_ours,
+    run_single_stream,
 )
 from engine.bench.charts import speedup_chart
 from engine.bench.synthetic import SyntheticDrafter
@@ -44,6 +45,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m engine.bench", description=__doc__)
     p.add_argument("--model", default=None, help="model folder, HF repo id, random:1b|8b|tiny")
     p.add_argument("--draft-model", default=None, help="draft model for --speculative draft")
+    p.add_argument(
+        "--mtp-weights",
+        default=None,
+        help="MTP weights (safetensors file or folder) for a --model folder that lacks them",
+    )
     p.add_argument("--concurrency", type=int, nargs="+", default=list(DEFAULT_CONCURRENCY))
     p.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS)
     p.add_argument("--workload", choices=WORKLOADS, default="chat")
@@ -62,6 +68,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--repeats", type=int, default=DEFAULT_REPEATS, help="alternated runs each")
     p.add_argument("--prefill-chunk", type=int, default=512)
+    p.add_argument("--long-tokens", type=int, default=2048, help="long-prompt workload's prompt")
     p.add_argument("--no-baseline", action="store_true", help="skip mlx-lm's BatchGenerator")
     p.add_argument("--no-check", action="store_true", help="skip the mlx_lm.generate check")
     p.add_argument("--no-warmup", action="store_true", help="skip the untimed run per draft length")
@@ -133,6 +140,7 @@ async def bench(args: argparse.Namespace) -> dict:
         EngineConfig(
             model=args.model,
             draft_model=args.draft_model,
+            mtp_weights=((args.model, args.mtp_weights),) if args.mtp_weights else (),
             prefill_chunk=args.prefill_chunk,
             max_batch=max(args.concurrency),
             prompt_cache=False,  # repeated prompts would hit it; the baselines have none
@@ -172,10 +180,18 @@ async def bench(args: argparse.Namespace) -> dict:
                 spec = next(s for s in configs if s.draft_tokens == k)
                 params = arm(synth, spec, prompts, expected or [])
                 await run_ours(eng, prompts, args.max_tokens, speculative=params)
-        for _ in range(args.repeats):
+        single_runs: list[RunResult] = []
+        for _ in range(args.repeats):  # alternated, so drift on a noisy machine hits all alike
             if not args.no_baseline:
                 base_runs.append(run_batch_generator(model, tokenizer, prompts, args.max_tokens))
-            plain_runs.append(await run_ours(eng, prompts, args.max_tokens))
+                if c == 1:
+                    single_runs.append(
+                        run_single_stream(model, tokenizer, prompts[0], args.max_tokens)
+                    )
+            await take_timing(eng)
+            plain_run = await run_ours(eng, prompts, args.max_tokens)
+            plain_run.timing = await take_timing(eng)
+            plain_runs.append(plain_run)
             for i, spec in enumerate(configs):
                 params = arm(synth, spec, prompts, expected or [])
                 await take_timing(eng)
@@ -202,6 +218,7 @@ async def bench(args: argparse.Namespace) -> dict:
             if spec is None and configs:
                 continue  # the plain runs are reported inside each speculative row
             row = make_row(args, c, spec, runs, base_runs, plain, base, expected, mlx_spec)
+            add_single_stream(row, single_runs, plain)
             results.append(row)
             print_row(row)
     await eng.stop()
@@ -262,9 +279,22 @@ def make_row(args, c, spec, runs, base_runs, plain, base, expected, mlx_spec) ->
     }
 
 
+def add_single_stream(row: dict, single_runs: list[RunResult], plain: float) -> None:
+    """At concurrency 1: mlx_lm.generate alone on the same prompt, and our plain decoding and
+    this row against it."""
+    single = statistics.median(r.tokens_per_s for r in single_runs) if single_runs else None
+    row["single_stream_tokens_per_s"] = round(single, 2) if single else None
+    row["ratio_vs_single_stream"] = round(row["ours_tokens_per_s"] / single, 3) if single else None
+    row["plain_ratio_vs_single_stream"] = round(plain / single, 3) if single else None
+
+
 def print_row(row: dict) -> None:
     base = row["baseline_tokens_per_s"]
     extra = f" mlx-lm {base:8.2f} tok/s ratio {row['ratio']:.3f}" if base else ""
+    if row.get("single_stream_tokens_per_s"):
+        extra += (
+            f" generate {row['single_stream_tokens_per_s']:.2f} x{row['ratio_vs_single_stream']}"
+        )
     accept = f" p={row['acceptance']}" if row["acceptance"] is not None else ""
     print(
         f"c={row['concurrency']:>3} {row['workload']:<8} spec={row['speculative']}"
@@ -294,12 +324,29 @@ def multiturn_report(args: argparse.Namespace) -> dict:
     }
 
 
+def long_prompt_report(args: argparse.Namespace) -> dict:
+    from engine.bench.long_prompt import print_long_prompt, run_sync
+
+    rows = run_sync(args.model, long_tokens=args.long_tokens, prefill_chunk=args.prefill_chunk)
+    for row in rows:
+        print_long_prompt(row)
+    return {
+        "command": "python -m engine.bench " + " ".join(sys.argv[1:]),
+        "date": time.strftime("%Y-%m-%d %H:%M"),
+        "machine": machine(),
+        "model": args.model or "default",
+        "results": rows,
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING)
     args = parse_args(argv)
     print(f"machine: {machine()}", flush=True)
     if args.workload == "multiturn":
         report = multiturn_report(args)
+    elif args.workload == "long-prompt":
+        report = long_prompt_report(args)
     else:
         report = asyncio.run(bench(args))
     if args.json:
@@ -310,7 +357,7 @@ def main(argv: list[str] | None = None) -> int:
         title = f"{report['model']} on {report['machine']['device']}"
         if speedup_chart(report["results"], args.chart, title=title):
             print(f"wrote {args.chart}")
-    return 0 if all(r["lossless"] is not False for r in report["results"]) else 1
+    return 0 if all(r.get("lossless") is not False for r in report["results"]) else 1
 
 
 def exit_now(code: int) -> None:

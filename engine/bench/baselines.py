@@ -57,6 +57,21 @@ def reference_tokens(model: Any, tokenizer: Any, prompt: list[int], max_tokens: 
     return out
 
 
+def run_single_stream(model: Any, tokenizer: Any, prompt: list[int], max_tokens: int) -> RunResult:
+    """mlx_lm.generate on one prompt (its `stream_generate`): the bar for a single chat."""
+    start = time.perf_counter()
+    out: list[int] = []
+    first = None
+    for r in stream_generate(
+        model, tokenizer, prompt, max_tokens=max_tokens, prefill_step_size=DEFAULT_PREFILL_STEP
+    ):
+        first = first if first is not None else time.perf_counter() - start
+        if r.finish_reason == "stop" and r.token in tokenizer.eos_token_ids:
+            break
+        out.append(r.token)
+    return RunResult([out], time.perf_counter() - start, [first or 0.0])
+
+
 def run_mlx_lm_speculative(
     model: Any, draft: Any, tokenizer: Any, prompt: list[int], max_tokens: int, k: int
 ) -> RunResult:

@@ -1,7 +1,12 @@
 """Random-weight targets of a set size, for benchmarks on machines without real weights (the
 H200 reaches no model hub). Spec: "random:1b", "random:8b", "random:tiny" (llama), or
 "random:hybrid-1b", "random:hybrid-tiny" (Qwen3.5-shaped: gated-delta linear attention with a
-full attention layer every fourth, the same sizes as the llama of that name).
+full attention layer every fourth, the same sizes as the llama of that name); a hybrid with
+"-mtp" ("random:hybrid-1b-mtp") also has a random Qwen3.5 MTP layer (speculative method "mtp":
+its drafts are random, so only the cost of drafting and verifying is measured); with
+"-mtp-exact" ("random:hybrid-1b-mtp-exact") every block's output projection is zero (the
+target's next token depends on the current one only; every layer still runs) and the MTP layer
+predicts it exactly: the best case, every draft accepted.
 
 The tokenizer is the default model's (SmolLM2's 49152-token BPE), from TANDEM_TOKENIZER_DIR or
 the converted default model, so the engine runs exactly as with a real model.
@@ -46,6 +51,9 @@ PRESETS: dict[str, dict[str, int]] = {
 }
 VOCAB_SIZE = 49152
 HYBRID_PREFIX = "hybrid-"
+MTP_SUFFIX = "-mtp"
+EXACT_SUFFIX = "-exact"
+SILENCED = ("o_proj.weight", "out_proj.weight", "down_proj.weight")  # each block's output
 # Qwen3.5's linear attention, scaled to the preset: value heads of 128, key heads of 128
 HYBRID_EXTRA: dict[str, dict[str, int]] = {
     "tiny": dict(linear_num_value_heads=4, linear_num_key_heads=2, linear_key_head_dim=16,
@@ -74,10 +82,14 @@ def open_random(spec: str, *, seed: int = 0) -> Any:
     from engine.models import LoadedModel, OpenedModel
 
     preset = spec[len(RANDOM_PREFIX) :]
-    size = preset.removeprefix(HYBRID_PREFIX)
-    hybrid = preset != size
-    if size not in PRESETS or (hybrid and size not in HYBRID_EXTRA):
+    exact = preset.endswith(MTP_SUFFIX + EXACT_SUFFIX)
+    with_mtp = exact or preset.endswith(MTP_SUFFIX)
+    size = preset.removesuffix(EXACT_SUFFIX).removesuffix(MTP_SUFFIX).removeprefix(HYBRID_PREFIX)
+    hybrid = preset.startswith(HYBRID_PREFIX)
+    if size not in PRESETS or (hybrid and size not in HYBRID_EXTRA) or (with_mtp and not hybrid):
         names = sorted(PRESETS) + [HYBRID_PREFIX + s for s in sorted(HYBRID_EXTRA)]
+        names += [HYBRID_PREFIX + s + MTP_SUFFIX for s in sorted(HYBRID_EXTRA)]
+        names += [HYBRID_PREFIX + s + MTP_SUFFIX + EXACT_SUFFIX for s in sorted(HYBRID_EXTRA)]
         raise ValueError(f"unknown random model {preset!r}; choose from {names}")
     dtype = mx.float32 if str(mx.default_device()).startswith("Device(cpu") else mx.bfloat16
     config: dict[str, Any] = dict(
@@ -97,6 +109,14 @@ def open_random(spec: str, *, seed: int = 0) -> Any:
     model = model_class(args)
     # small weights keep bf16 activations finite through many random layers
     model.update(nn.utils.tree_map(lambda p: (p * 0.02).astype(dtype), model.parameters()))
+    mtp = None
+    if with_mtp:
+        from engine.speculative.mtp.module import build_mtp
+
+        mtp = build_mtp(model, "qwen3_5")
+        mtp.update(nn.utils.tree_map(lambda p: (p * 0.02).astype(dtype), mtp.parameters()))
+        if exact:
+            predict_exactly(model, mtp)
     folder = tokenizer_dir()
     n_params = sum(v.size for _, v in nn.utils.tree_flatten(model.parameters()))
     name = f"random-{preset} ({n_params / 1e9:.2f}B, {dtype})"
@@ -117,7 +137,10 @@ def open_random(spec: str, *, seed: int = 0) -> Any:
             vocab_size=VOCAB_SIZE,
             context_length=config["max_position_embeddings"],
             dtype=str(dtype),
+            mtp=with_mtp,
         )
+        if mtp is not None:
+            mx.eval(mtp.parameters())
         return LoadedModel(
             model=model,
             tokenizer=tokenizer,
@@ -125,9 +148,38 @@ def open_random(spec: str, *, seed: int = 0) -> Any:
             info=info,
             config=config,
             weights_id=weights_id,
+            mtp=mtp,
         )
 
     return OpenedModel(model, name, folder, None, finish)
+
+
+def silence_blocks(module: nn.Module) -> None:
+    """Every attention, linear-attention and MLP block adds nothing to the residual stream (it
+    still runs): the next token then depends on the current token only."""
+    flat = nn.utils.tree_flatten(module.parameters())
+    zeros = [(k, mx.zeros_like(v)) for k, v in flat if k.endswith(SILENCED)]
+    module.update(nn.utils.tree_unflatten(zeros))
+
+
+def predict_exactly(model: nn.Module, mtp: Any) -> None:
+    """Silence the target's blocks and make its MTP layer pass the next token's embedding to
+    the target's own final norm and head: it then drafts exactly the target's next token
+    (t_{p+2} = G(t_{p+1})), chained ones too."""
+    silence_blocks(model)
+    silence_blocks(mtp)
+    d = mtp.norm.weight.shape[0]
+    dtype = mtp.norm.weight.dtype
+    eye, zero = mx.eye(d, dtype=dtype), mx.zeros((d, d), dtype=dtype)
+    proj = mx.concatenate([zero, eye] if mtp.hidden_first else [eye, zero], axis=1)
+    inner = getattr(model, "language_model", model).model
+    mtp.update(
+        {
+            "proj": {"weight": proj},
+            "norm": {"weight": inner.norm.weight},
+            "norm_embed": {"weight": mx.ones((d,), dtype=dtype)},
+        }
+    )
 
 
 def load_random(spec: str, *, seed: int = 0) -> Any:

@@ -82,7 +82,7 @@ REWRITE_TEXTS = [
     ),
 ]
 
-WORKLOADS = ("chat", "rewrite", "multiturn")
+WORKLOADS = ("chat", "rewrite", "multiturn", "long-prompt")
 
 
 def messages_for(workload: str, n: int) -> list[list[dict[str, str]]]:

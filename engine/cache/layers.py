@@ -9,7 +9,8 @@ whether such a description is one this module could have made.
 
 Supported: KVCache, RotatingKVCache (sliding window), QuantizedKVCache and ArraysCache (the
 recurrent state of hybrid and state-space models, which cannot be trimmed: an entry of it serves
-only prompts it is a whole prefix of). Anything else (CacheList, ChunkedKVCache, batch caches)
+only prompts it is a whole prefix of). Anything else (ChunkedKVCache, batch caches; a CacheList is
+stored as its members, engine/cache/reuse.py)
 raises `UnsupportedCache`.
 
 Every function that touches an mx.array runs on the engine's MLX thread only.

@@ -117,12 +117,18 @@ def _layer_mismatch(
     return None
 
 
-def probe_layout(model: Any, make_cache: Callable[[], list[Any]]) -> CacheLayout:
-    """The layout of `make_cache()` after `model` wrote one token into it (graph only)."""
+def probe_layout(
+    model: Any,
+    make_cache: Callable[[], list[Any]],
+    *,
+    flat: Callable[[list[Any]], Any] = iter,
+) -> CacheLayout:
+    """The layout of `make_cache()` after `model` wrote one token into it (graph only), layer
+    by layer as `flat` lists them (the prompt cache stores a CacheList's members one by one)."""
     caches = make_cache()
     model(mx.array([[0]]), cache=caches)
     layers = []
-    for c in caches:
+    for c in flat(caches):
         kind = type(c).__name__
         if kind == ARRAYS and all(a is not None for a in c.cache):
             parts = tuple((tuple(a.shape), dtype_name(a.dtype)) for a in c.cache)

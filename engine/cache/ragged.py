@@ -34,11 +34,18 @@ def default_whole_buffer() -> bool:
 
 
 class RaggedBatchKVCache(BatchKVCache):
+    """A BatchKVCache whose rows give back positions as holes in the mask (see above)."""
+
     def __init__(self, left_padding: list[int]) -> None:
         super().__init__(left_padding)
         self.hole_spans: list[tuple[int, int, int]] = []  # (row, start, end) buffer positions
         self.holes = 0  # most hole positions in any row (for the compaction decision)
         self.whole_buffer = default_whole_buffer()
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if name == "left_padding":  # read again (once) before the next mask
+            self.__dict__["_padless"] = None
+        super().__setattr__(name, value)
 
     @classmethod
     def from_batch(cls, cache: BatchKVCache) -> RaggedBatchKVCache:
@@ -47,7 +54,15 @@ class RaggedBatchKVCache(BatchKVCache):
         ragged.hole_spans = []
         ragged.holes = 0
         ragged.whole_buffer = default_whole_buffer()
+        ragged._padless = None
         return ragged
+
+    def padless(self) -> bool:
+        """No row has left padding: every row holds the same positions. Read from the device
+        only when the padding changed (rows joined or left), not every step."""
+        if self.__dict__.get("_padless") is None:
+            self.__dict__["_padless"] = not bool(mx.any(self.left_padding > 0).item())
+        return self.__dict__["_padless"]
 
     @property
     def written(self) -> int:
@@ -99,6 +114,9 @@ class RaggedBatchKVCache(BatchKVCache):
     def make_mask(self, N: int, return_array: bool = False, window_size=None, **kwargs):
         whole = self._sees_whole_buffer(N)
         if not self.hole_spans and not whole:
+            if not return_array and window_size is None and self.padless():
+                # rows of equal length need no mask: attention keeps its fused kernels
+                return None if N == 1 else "causal"
             return super().make_mask(
                 N, return_array=return_array, window_size=window_size, **kwargs
             )

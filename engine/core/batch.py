@@ -22,6 +22,7 @@ from engine.cache.batch_rows import merge_row_cache
 from engine.cache.kv_quant import KVQuant, extend_layer, quantize_batch_cache
 from engine.cache.recurrent import RecurrentSnapshot, has_recurrent, set_lengths
 from engine.core.request_state import RequestState
+from engine.hidden import split_forward
 from engine.sampling import sample_positions, sample_rows
 from engine.speculative.rollback import rollback_rows
 
@@ -34,6 +35,8 @@ class Verify:
     drafts: list[list[int]]
     logits: mx.array
     snapshot: RecurrentSnapshot | None  # recurrent state from before the forward
+    starts: list[int]  # each row's position of x[i][0]
+    hidden: mx.array | None = None  # [B, width, d] when hidden states were wanted
 
 
 class DecodeBatch:
@@ -54,6 +57,11 @@ class DecodeBatch:
         self.replay: list[list[int]] = []
         self._verify: Verify | None = None
         self.unbatched = False  # the one row decodes on its own (unmergeable) cache
+        # Some row's drafter reads the target's hidden states (engine/hidden.py): forwards
+        # also give them, as `step_hidden` ([B, 1, d] at `step_starts`) and Verify.hidden.
+        self.wants_hidden = False
+        self.step_hidden: mx.array | None = None
+        self.step_starts: list[int] = []
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -122,12 +130,14 @@ class DecodeBatch:
         assert self.inputs is not None
         inputs, fresh = self.inputs, self.input_is_sampled
         contexts = [self._context(i, inputs) for i in range(len(self.rows))]
-        logits = self.model(inputs[:, None], cache=self.cache)[:, -1, :]
+        hidden, logits = self._forward(inputs[:, None])
+        logits = logits[:, -1, :]
         quantize_batch_cache(self.cache, self.kv)
         # the token sampled now follows the pending input when that is a new token too
         positions = [len(r.generated) + f for r, f in zip(self.rows, fresh)]
         sampled, failures = sample_rows(logits, [r.sampler for r in self.rows], contexts, positions)
-        mx.async_eval(sampled)
+        mx.async_eval(sampled, *([hidden] if hidden is not None else []))
+        self.step_hidden, self.step_starts = hidden, list(self.lengths)
         self.lengths = [n + 1 for n in self.lengths]
         self.inputs = sampled
         self.input_is_sampled = [True] * len(self.rows)
@@ -183,14 +193,20 @@ class DecodeBatch:
             set_lengths(self.cache, [len(row) for row in x] if padded else None)
         tokens = mx.array([row + [0] * (width - len(row)) for row in x], dtype=mx.uint32)
         try:
-            logits = self.model(tokens, cache=self.cache)
+            hidden, logits = self._forward(tokens)
         finally:
             if self.recurrent:
                 set_lengths(self.cache, None)
-        mx.async_eval(logits)
+        mx.async_eval(logits, *([hidden] if hidden is not None else []))
+        starts = list(self.lengths)
         self.lengths = [n + width for n in self.lengths]
-        self._verify = Verify(x=x, drafts=drafts, logits=logits, snapshot=snapshot)
+        self._verify = Verify(x, drafts, logits, snapshot, starts, hidden)
         return self._verify
+
+    def _forward(self, tokens: mx.array) -> tuple[mx.array | None, mx.array]:
+        if self.wants_hidden:
+            return split_forward(self.model, tokens, self.cache)
+        return None, self.model(tokens, cache=self.cache)
 
     def verify_collect(
         self, pending: Verify, histories: list[list[int]]

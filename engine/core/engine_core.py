@@ -7,15 +7,21 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 from typing import Any
+
+from mlx_lm.models.cache import KVCache
 
 from engine.config import EngineConfig
 from engine.core.batch_check import batching_problem, padding_problem, speculation_problem
 from engine.core.executor import ModelExecutor
 from engine.core.scheduler import Scheduler
+from engine.hidden import attach
 from engine.hosting.memory_budget import held_bytes
-from engine.requests import Event, GenerationRequest
+from engine.requests import Event, GenerationRequest, SpecMethod
 from engine.speculative.drafter import Drafter
+from engine.speculative.eagle_drafter import EAGLE_DRAFTER, HEAD_LABEL, eagle_drafter_for
+from engine.speculative.mtp.loading import mtp_drafter_for, mtp_weights_for
 from engine.speculative.policy import SpeculationPolicy
 from engine.speculative.prompt_lookup import PromptLookupDrafter
 
@@ -46,8 +52,55 @@ class EngineCore:
             log.warning("%s processes prompts one at a time: %s", target.info.name, padding)
             self.executor.batched_prefill = False
         self.set_drafter(PromptLookupDrafter())
+        self._install_mtp(config)
+        self._install_draft_head()
         for name, make in config.extra_drafters:
             self.set_drafter(make(target), name=name)
+
+    def _install_mtp(self, config: EngineConfig) -> None:
+        """The checkpoint's MTP layers as drafter "mtp", when it has them (ModelInfo.mtp)."""
+        info = self.target.info
+        weights = mtp_weights_for(self.target, config.mtp_weights)
+        try:
+            drafter, note = mtp_drafter_for(self.target, weights)
+        except Exception as exc:  # noqa: BLE001 - the model still runs without it
+            log.exception("loading the MTP layers of %s failed", info.name)
+            drafter, note = None, f"its MTP layers failed to load: {exc}"
+        if drafter is not None:
+            self.set_drafter(drafter)
+            note = self.policy.unavailable.get(drafter.name)
+            if note is None and self.executor.reuse is not None:  # its caches stored too
+                self.executor.reuse.set_draft(drafter.identity, drafter.probe, lambda: [KVCache()])
+        info.mtp = drafter is not None and note is None
+        info.mtp_note = note
+        if note is not None:
+            self.policy.unavailable.setdefault(SpecMethod.MTP.value, f"{info.name}: {note}")
+        elif not info.mtp:
+            self.policy.unavailable[SpecMethod.MTP.value] = (
+                f"{info.name} has no MTP layers (only models whose checkpoint carries them, "
+                "such as Qwen3.5/3.6, Qwen3-Next, DeepSeek-V3, GLM-4.5 and MiMo, can draft with "
+                "MTP; point the model at separate MTP weights if its folder lacks them)"
+            )
+
+    def _install_draft_head(self) -> None:
+        """The model's trained draft head (the default model's, shipped with Tandem) serves
+        "draft" and "auto" rows that name no draft model (ModelInfo.draft_head)."""
+        info = self.target.info
+        try:
+            drafter, note = eagle_drafter_for(self.target)
+        except Exception as exc:  # noqa: BLE001 - the model still runs without it
+            log.exception("loading the draft head of %s failed", info.name)
+            drafter, note = None, f"its draft head failed to load: {exc}"
+        if drafter is not None:
+            self.set_drafter(drafter)
+            note = self.policy.unavailable.get(drafter.name)
+            if note is None:
+                self.policy.own_draft = drafter.name
+                info.draft_head = HEAD_LABEL
+        info.draft_head_note = note
+        if note is not None:
+            self.policy.unavailable[EAGLE_DRAFTER] = note
+            self.policy.own_draft = EAGLE_DRAFTER
 
     # -- commands ------------------------------------------------------------------------------
 
@@ -83,11 +136,25 @@ class EngineCore:
 
     def set_drafter(self, drafter: Drafter | None, *, name: str | None = None) -> None:
         """Install a drafter under its name (None with a name removes it). It serves running
-        requests from the next round: drafters catch up from the rows' tokens."""
+        requests from the next round: drafters catch up from the rows' tokens. A drafter that
+        reads hidden states is refused (by name, with the reason) for a model whose hidden
+        states cannot be split from its head (engine/hidden.py)."""
         name = name or drafter.name
         self.executor.drafters.pop(name, None)
+        self.policy.checks.pop(name, None)
+        self.policy.unavailable.pop(name, None)
+        if drafter is not None and drafter.wants_hidden_states:
+            problem = attach(self.target.model)
+            if problem is not None:
+                log.warning("%s: drafter %s refused: %s", self.target.info.name, name, problem)
+                self.policy.unavailable[name] = (
+                    f"{self.target.info.name} cannot hand its hidden states to a drafter: {problem}"
+                )
+                drafter = None
         if drafter is not None:
             self.executor.drafters[name] = drafter
+            if type(drafter).check is not Drafter.check:
+                self.policy.checks[name] = drafter.check
         self.policy.drafters = frozenset(self.executor.drafters)
 
     # -- the step ------------------------------------------------------------------------------
@@ -96,7 +163,13 @@ class EngineCore:
         """Do one step's work; return the events it produced."""
         plan = self.scheduler.schedule()
         try:
+            start = time.perf_counter()
             output = self.executor.execute(plan, while_waiting=self.scheduler.stream_deferred)
+            self.scheduler.pacer.observe(
+                time.perf_counter() - start,
+                prefill_tokens=sum(c.tokens for c in plan.prefill),
+                decoding=bool(plan.decode),
+            )
             self.scheduler.update(plan, output)
         except Exception as exc:  # noqa: BLE001 - no row can be blamed: end them all, once
             log.exception("an engine step failed")

@@ -22,6 +22,7 @@ from engine.cache import LOADING
 from engine.cache.kv_quant import KVQuant, quantize_row_cache
 from engine.config import EngineConfig
 from engine.core.batch import DecodeBatch
+from engine.core.drafter_inputs import DrafterInputs
 from engine.core.prefill import PrefillWork, prefill_alone, prefill_together
 from engine.core.recovery import recover_batch
 from engine.core.request_state import RequestState
@@ -55,6 +56,9 @@ class ModelExecutor:
         self._last_drafts: dict[str, list[int]] = {}  # this round's drafts, to find a bad row
         self.steps = 0
         self.batched_prefill = True  # several prompts in one forward (engine/core/prefill.py)
+        # hidden states waiting for rows whose drafter reads them (engine/hidden.py), drafter
+        # caches for the prompt cache
+        self.inputs = DrafterInputs(self.drafters)
 
     # -- the step ------------------------------------------------------------------------------
 
@@ -83,6 +87,7 @@ class ModelExecutor:
         """Forget every row (after a failure the scheduler could not attribute)."""
         self.batch.keep([])
         self.prefilling.clear()
+        self.inputs.hidden.clear()
         for drafter in self.drafters.values():
             drafter.reset()
 
@@ -96,6 +101,7 @@ class ModelExecutor:
         for state in states:
             self.prefilling.pop(state.request_id, None)
         ids = [s.request_id for s in states]
+        self.inputs.hidden.forget(ids)
         for drafter in self.drafters.values():
             drafter.forget(ids)
 
@@ -109,7 +115,16 @@ class ModelExecutor:
             fed.append(state.eos_token)
         try:
             held = self.batch.lengths[self.batch.index(state)]
-            self.reuse.publish(fed, self.batch.extract(state), held=held)
+            target = self.batch.extract(state)
+            draft = self.inputs.export(state, held)
+            if draft is not None and draft[0].offset < held:
+                # it lacks the last pair (the token after is not known yet): store one token
+                # less, where the target's caches can give it back
+                if can_trim_prompt_cache(target):
+                    fed = fed[: draft[0].offset]
+                else:
+                    draft = None
+            self.reuse.publish(fed, target, held=held, draft=draft)
         except Exception:  # noqa: BLE001 - caching is best effort
             log.exception("could not store the prompt cache of %s", state.request_id)
 
@@ -139,6 +154,8 @@ class ModelExecutor:
             if match is not None:
                 cache = match.target
                 out.cache_hits[state.request_id] = CacheHit(match.tokens, match.source)
+                if match.draft:
+                    self.inputs.adopt(state, match.draft, match.tokens)
         if cache is None:
             cache = make_prompt_cache(self.model)
         quantize_row_cache(cache, self.kv)  # start 0: quantized from the first position
@@ -152,6 +169,7 @@ class ModelExecutor:
                 c.state.request_id,
                 self.prefilling[c.state.request_id],
                 c.state.prompt[c.state.prefilled : c.state.prefilled + c.tokens],
+                wants_hidden=self.inputs.wants_hidden(c.state),
             )
             for c in plan.prefill
             if c.tokens > 0
@@ -165,6 +183,10 @@ class ModelExecutor:
                 log.exception("prompt processing failed for %s", item.request_id)
                 self.prefilling.pop(item.request_id, None)
                 out.fail(item.request_id, f"prompt processing failed: {exc}")
+        starts = {c.state.request_id: c.state.prefilled for c in plan.prefill}
+        for item in work:
+            if item.hidden is not None and item.request_id not in out.failed:
+                self.inputs.hidden.add(item.request_id, starts[item.request_id], item.hidden)
         for chunk in plan.prefill:
             rid = chunk.state.request_id
             if rid not in out.failed:
@@ -175,6 +197,7 @@ class ModelExecutor:
     def _decode(self, rows: list[DecodeRow], out: StepOutput, while_waiting) -> None:
         by_row = {id(r.state): r for r in rows}
         plan = [by_row.get(id(state)) or DecodeRow(state) for state in self.batch.rows]
+        self.batch.wants_hidden = any(self.inputs.wants_hidden(s) for s in self.batch.rows)
         try:
             if any(r.k for r in plan) or self.batch.replaying:
                 self._verify_round(plan, out, while_waiting)
@@ -203,6 +226,8 @@ class ModelExecutor:
         start = time.perf_counter()
         self._last_drafts = {}
         launched = batch.step_launch()
+        if batch.step_hidden is not None:
+            self.inputs.keep_step(batch.rows, batch.step_hidden, batch.step_starts)
         while_waiting()
         for state, token in batch.step_collect(launched):
             out.add_run(state.request_id, TokenRun([token]))
@@ -258,6 +283,7 @@ class ModelExecutor:
                 feedback.setdefault(row.drafter, []).append(
                     VerifyFeedback(rid, draft, accepted, target[: accepted + 1])
                 )
+        self.inputs.keep_verified(batch.rows, verify, kept, targets)
         batch.rollback(kept, next_inputs)
         for name, items in feedback.items():
             drafter = self.drafters[name]
@@ -287,7 +313,8 @@ class ModelExecutor:
                 groups.setdefault(row.drafter, []).append(i)
         for name, indices in groups.items():
             drafter = self.drafters[name]
-            rows = [_draft_row(plan[i], histories[i]) for i in indices]
+            hidden = drafter.wants_hidden_states
+            rows = [self._draft_row(plan[i], histories[i], hidden) for i in indices]
             try:
                 proposals = drafter.propose(rows)
             except Exception:  # noqa: BLE001 - find the row
@@ -303,16 +330,20 @@ class ModelExecutor:
                 drafts[i] = [int(t) for t in proposal[: plan[i].k]]
         return drafts
 
+    # -- hidden states for drafters that read them --------------------------------------------
 
-def _draft_row(row: DecodeRow, history: list[int]) -> DraftRow:
-    state = row.state
-    return DraftRow(
-        request_id=state.request_id,
-        prompt=state.prompt,
-        generated=history[len(state.prompt) :],
-        k=row.k,
-        params=state.request.speculative,
-    )
+    def _draft_row(self, row: DecodeRow, history: list[int], hidden: bool) -> DraftRow:
+        state = row.state
+        states, start = self.inputs.take(state.request_id) if hidden else (None, 0)
+        return DraftRow(
+            request_id=state.request_id,
+            prompt=state.prompt,
+            generated=history[len(state.prompt) :],
+            k=row.k,
+            params=state.request.speculative,
+            hidden=states,
+            hidden_start=start,
+        )
 
 
 def _fresh_tokens(out: StepOutput, rows: list[RequestState]) -> list[list[int]]:

@@ -21,6 +21,7 @@ from typing import Any
 import mlx.core as mx
 
 from engine.cache.kv_quant import KVQuant, cache_signature, merge_layer, quantize_row_cache
+from engine.hidden import split_forward
 
 log = logging.getLogger(__name__)
 
@@ -32,12 +33,19 @@ class PrefillWork:
     request_id: str
     cache: list[Any]
     tokens: list[int]
+    wants_hidden: bool = False  # its drafter reads hidden states: set `hidden` [n, d]
+    hidden: Any = None
 
 
 def prefill_alone(work: PrefillWork, model: Any, kv: KVQuant | None = None) -> None:
-    model(mx.array(work.tokens)[None], cache=work.cache)
+    x = mx.array(work.tokens)[None]
+    if work.wants_hidden:
+        hidden, _ = split_forward(model, x, work.cache)
+        work.hidden = hidden[0]
+    else:
+        model(x, cache=work.cache)
     quantize_row_cache(work.cache, kv)
-    mx.eval([c.state for c in work.cache])
+    mx.eval([c.state for c in work.cache], [work.hidden] if work.wants_hidden else [])
 
 
 def prefill_together(
@@ -71,10 +79,16 @@ def _prefill_padded(group: list[PrefillWork], model: Any, kv: KVQuant | None) ->
     layers = [merge_layer([c[i] for c in row_caches]) for i in range(len(row_caches[0]))]
     for layer in layers:
         layer.prepare(lengths=lengths, right_padding=padding)
-    model(tokens, cache=layers)
+    hidden = None
+    if any(w.wants_hidden for w in group):
+        hidden, _ = split_forward(model, tokens, layers)
+    else:
+        model(tokens, cache=layers)
     for layer in layers:
         layer.finalize()
-    mx.eval([layer.state for layer in layers])
+    mx.eval([layer.state for layer in layers], [hidden] if hidden is not None else [])
     for row, caches in enumerate(row_caches):  # only now: a failure above leaves them as they were
         caches[:] = [layer.extract(row) for layer in layers]
         quantize_row_cache(caches, kv)
+        if group[row].wants_hidden:  # right-padded: the row's positions come first
+            group[row].hidden = hidden[row, : lengths[row]]

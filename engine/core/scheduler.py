@@ -16,6 +16,7 @@ from typing import Any
 
 from engine.config import EngineConfig
 from engine.core.outputs import OutputProcessor
+from engine.core.prefill_pacer import PrefillPacer
 from engine.core.request_state import RequestState
 from engine.core.step_plan import DecodeRow, PrefillChunk, StepOutput, StepPlan, TokenRun
 from engine.core.step_timing import StepTiming
@@ -46,6 +47,9 @@ class Scheduler:
         self.policy = policy
         self.waiting: deque[RequestState] = deque()
         self.prefilling: list[RequestState] = []
+        self.pacer = PrefillPacer(
+            max_chunk=config.prefill_chunk, gap_factor=config.prefill_gap_factor
+        )
         self.running: list[RequestState] = []  # in the executor's batch
         self._leaving: list[RequestState] = []  # ended; the executor still holds their caches
         self._deferred: list[RequestState] = []  # rows whose last round's text is not out yet
@@ -152,8 +156,9 @@ class Scheduler:
         return [DecodeRow(s, c.k, c.drafter, c.note) for s, c in zip(self.running, choices)]
 
     def _prefill_chunks(self) -> list[PrefillChunk]:
-        """Up to one chunk of prompt tokens, for the oldest requests."""
-        budget, chunks = self.config.prefill_chunk, []
+        """Up to one chunk of prompt tokens, for the oldest requests: a smaller one while other
+        rows decode, so that they keep a bounded gap between tokens (engine/core/prefill_pacer.py)."""
+        budget, chunks = self.pacer.budget(decoding=bool(self.running)), []
         for state in self.prefilling:
             if len(chunks) >= self.config.max_batch or budget <= 0:
                 break
@@ -205,8 +210,11 @@ class Scheduler:
                 self.out.events.append(
                     PrefillProgressEvent(state.request_id, state.prefilled + 1, len(state.prompt))
                 )
+        # a speculative round costs its drafting too (a draft head's or model's forwards)
+        verifies = sum(1 for _, width, _ in output.forward_costs if width > 1)
         for batch, width, seconds in output.forward_costs:
-            self.policy.costs.record(batch, width, seconds)
+            drafting = output.draft_s / verifies if width > 1 else 0.0
+            self.policy.costs.record(batch, width, seconds + drafting)
         self.timing.add(output.timing)
         for row in plan.decode:
             for run in output.runs.get(row.state.request_id, []):
@@ -273,6 +281,7 @@ class Scheduler:
         prompt = build_prompt(request, tokenizer, vocab_size=vocab)
         validate_sampling(request.sampling, vocab)
         self.policy.check(request.speculative, draft=draft)
+        draft = self.policy.row_draft(request.speculative, draft)
         max_new = request.max_tokens
         context = self.context_length
         if context is not None:

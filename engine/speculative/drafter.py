@@ -26,6 +26,12 @@ class DraftRow:
     generated: Sequence[int]  # the reply so far; its last token is the pending input if any
     k: int
     params: SpeculativeParams
+    # For drafters with `wants_hidden_states` (/work/notes/HIDDEN_API.md): the target's final
+    # hidden states [n, d] at the row's positions not handed over before, oldest first, the
+    # last one the position just before the pending token (None: no new position, or the model
+    # gives none); `hidden_start` is the position (index into prompt + reply) of hidden[0].
+    hidden: Any = None
+    hidden_start: int = 0
 
     def history(self, last: int | None = None) -> list[int]:
         """The row's tokens (prompt then reply), or only the `last` ones."""
@@ -46,14 +52,14 @@ class VerifyFeedback:
     draft: list[int]
     accepted: int  # the first `accepted` draft tokens were kept
     tokens: list[int]  # what the target produced at positions 0..accepted (the last is its own)
-    hidden: Any = None  # the target's last hidden states at the kept positions, when wanted
+    hidden: Any = None  # unused: hidden states reach a drafter through DraftRow.hidden
 
 
 class Drafter:
     """Base of every drafter: `propose` for a set of rows; the other hooks are optional."""
 
     name: ClassVar[str] = ""
-    wants_hidden_states: ClassVar[bool] = False  # VerifyFeedback.hidden is filled for it
+    wants_hidden_states: ClassVar[bool] = False  # DraftRow.hidden is filled for it
 
     def propose(self, rows: list[DraftRow]) -> list[list[int]]:
         """Up to rows[i].k tokens that might follow row i's history."""

@@ -6,6 +6,7 @@ it has one and prompt lookup otherwise. Draft models are drafters named by `draf
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 from engine.core.request_state import RequestState
@@ -29,6 +30,9 @@ class SpeculationPolicy:
     auto: AutoPolicy = field(default_factory=AutoPolicy)
     drafters: frozenset[str] = frozenset()  # names of the drafters that can run now
     refusal: str | None = None  # why the model cannot speculate at all, if it cannot
+    unavailable: dict[str, str] = field(default_factory=dict)  # drafter name -> why not here
+    checks: dict[str, Callable[[SpeculativeParams], None]] = field(default_factory=dict)
+    own_draft: str | None = None  # the model's trained draft head, for rows naming no draft model
     _acceptance: dict[str, RowAcceptance] = field(default_factory=dict)
 
     @property
@@ -46,14 +50,33 @@ class SpeculationPolicy:
         if method == SpecMethod.AUTO:
             return
         if method == SpecMethod.DRAFT_MODEL:
+            draft = self.row_draft(spec, draft)
             if draft is None or draft not in self.drafters:
+                why = self.unavailable.get(self.own_draft or "")
                 raise ValueError(
                     "speculative.method 'draft' needs a draft model: name one in "
                     "speculative.draft_model (or start the engine with one)"
+                    + (f"; this model's own draft head is not available: {why}" if why else "")
                 )
-            return
-        if method.value not in self.drafters:
-            raise ValueError(f"speculative method {method.value!r} is not available")
+            name = draft
+        else:
+            name = method.value
+        if name not in self.drafters:
+            why = self.unavailable.get(name, "this model has no such drafter")
+            raise ValueError(f"speculative method {method.value!r} is not available: {why}")
+        check = self.checks.get(name)
+        if check is not None:
+            check(spec)
+
+    def row_draft(self, spec: SpeculativeParams, draft: str | None) -> str | None:
+        """The drafter name a row drafts with as its draft: its draft model's, else (for
+        "draft" and "auto") the model's own trained draft head when it is installed."""
+        if draft is not None:
+            return draft
+        own = self.own_draft
+        if own in self.drafters and spec.method in (SpecMethod.DRAFT_MODEL, SpecMethod.AUTO):
+            return own
+        return None
 
     def speculates(self, rows: list[RequestState]) -> bool:
         return any(_method(r) != SpecMethod.OFF for r in rows)
@@ -67,9 +90,7 @@ class SpeculationPolicy:
             k = self.auto.choose(rates, len(rows), MAX_DRAFT_TOKENS, free_width)
             for i in auto:
                 row = rows[i]
-                drafter = (
-                    row.draft if row.draft in self.drafters else SpecMethod.PROMPT_LOOKUP.value
-                )
+                drafter = auto_drafter(row, self.drafters)
                 room = min(k, _room(row))
                 choices[i] = DraftChoice(drafter if room else None, room)
         return choices
@@ -95,6 +116,30 @@ class SpeculationPolicy:
             what = "draft model" if method == SpecMethod.DRAFT_MODEL else f"{method.value} drafter"
             return DraftChoice(note=f"the {what} was unloaded: decoding without speculation")
         return DraftChoice(name, k)
+
+
+def auto_drafter(row: RequestState, available: Collection[str]) -> str:
+    """What an "auto" row drafts with: its draft model, else the model's own MTP layers, else
+    prompt lookup."""
+    if row.draft in available:
+        return row.draft
+    if SpecMethod.MTP.value in available:
+        return SpecMethod.MTP.value
+    return SpecMethod.PROMPT_LOOKUP.value
+
+
+def possible_drafters(row: RequestState, available: Collection[str]) -> set[str]:
+    """The drafters that may propose for this row (its method's, or auto's choice)."""
+    method = _method(row)
+    if method == SpecMethod.OFF:
+        return set()
+    if method == SpecMethod.AUTO:
+        name = auto_drafter(row, available)
+    elif method == SpecMethod.DRAFT_MODEL:
+        name = row.draft
+    else:
+        name = method.value
+    return {name} if name in available else set()
 
 
 def draft_drafter_name(model_key: str) -> str:

@@ -74,3 +74,64 @@ def test_make_default_changes_what_default_chats_use_without_cancelling(qtbot, w
     # the chat names no model: the engine's (new) default serves it
     assert fake_engine.requests[-1].model is None
     assert "new-default" in window.tabs.tabToolTip(0)
+
+
+def test_models_window_says_which_models_have_mtp_layers(qtbot, window, tmp_path):
+    from app.models.models_dialog import COLUMNS, MTP_TEXT
+    from tests.mtp_models import make_mtp_folder
+
+    folder = make_mtp_folder("qwen3_5", tmp_path / "tiny-qwen3.5-mtp")
+    dialog = window.show_models()
+    assert dialog.add_folder(str(folder)) is None
+    column = COLUMNS.index("MTP")
+    rows = {dialog.table.item(r, 0).text(): r for r in range(dialog.table.rowCount())}
+    assert dialog.table.item(rows["tiny-qwen3.5-mtp"], column).text() == MTP_TEXT
+    assert all(
+        dialog.table.item(r, column).text() == "–" for n, r in rows.items() if "mtp" not in n
+    )
+    entry = next(e for e in dialog.entries if e.name == "tiny-qwen3.5-mtp")
+    assert entry.has_mtp
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    assert dialog.grab().save(str(SHOTS / "models-mtp-column.png"))
+    dialog.close()
+
+
+def test_models_window_names_the_default_models_draft_head(qtbot, window):
+    from app.models.models_dialog import COLUMNS
+
+    dialog = window.show_models()
+    column = COLUMNS.index("Draft head")
+    default = next(r for r, e in enumerate(dialog.entries) if e.source == "default")
+    assert dialog.table.item(default, column).text() == "Trained"
+    assert "draft head trained for this model" in dialog.table.item(default, column).toolTip()
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    assert dialog.grab().save(str(SHOTS / "models-draft-head-column.png"))
+    dialog.close()
+
+
+def test_a_model_can_be_pointed_at_separate_mtp_weights(qtbot, window, tmp_path):
+    from app.models.models_dialog import COLUMNS, SEPARATE_MTP_TEXT
+    from app.models.mtp_weights import engine_mtp_weights
+    from tests.mtp_models import make_mtp_folder
+
+    weights = tmp_path / "qwen3-next-mtp.safetensors"
+    folder = make_mtp_folder("qwen3_next", tmp_path / "tiny-qwen3-next", separate=weights)
+    dialog = window.show_models()
+    assert dialog.add_folder(str(folder)) is None
+    rows = {dialog.table.item(r, 0).text(): r for r in range(dialog.table.rowCount())}
+    column = COLUMNS.index("MTP")
+    assert dialog.table.item(rows["tiny-qwen3-next"], column).text() == "–"  # not in the folder
+    dialog.table.selectRow(rows["tiny-qwen3-next"])
+    problem = dialog.set_mtp_weights(str(folder / "model.safetensors"))
+    assert problem is not None and "holds no MTP weights of a qwen3_next model" in problem
+    assert dialog.error.isVisible() and "MTP weights not used" in dialog.error.text()
+    assert dialog.set_mtp_weights(str(weights)) is None
+    rows = {dialog.table.item(r, 0).text(): r for r in range(dialog.table.rowCount())}
+    assert dialog.table.item(rows["tiny-qwen3-next"], column).text() == SEPARATE_MTP_TEXT
+    assert engine_mtp_weights(window.store) == ((str(folder), str(weights)),)
+    # the chat settings' method picker offers MTP for it now
+    entry = next(e for e in dialog.entries if e.name == "tiny-qwen3-next")
+    assert entry.has_mtp
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    assert dialog.grab().save(str(SHOTS / "models-separate-mtp.png"))
+    dialog.close()

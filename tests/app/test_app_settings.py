@@ -4,11 +4,14 @@ that new chats start with."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from apphelpers import ARTIFACTS, spin
 from PySide6.QtCore import Qt
 
 from app.settings.chat_settings import SPEC_METHOD_DESCRIPTIONS
 from app.theme import theme_manager
+from engine.requests import ModelInfo
 
 SHOTS = ARTIFACTS / "screenshots"
 
@@ -19,10 +22,15 @@ def _pick(form, method: str) -> None:
 
 def test_each_method_says_when_it_helps(qtbot, window):
     form = window.settings_form
-    assert set(SPEC_METHOD_DESCRIPTIONS) == {"off", "lookup", "draft", "auto"}
+    assert set(SPEC_METHOD_DESCRIPTIONS) == {"off", "lookup", "draft", "auto", "mtp"}
     for index in range(form.method.count()):
         method = form.method.itemData(index)
         tip = form.method.itemData(index, Qt.ItemDataRole.ToolTipRole)
+        if method == "mtp":  # the default model has no MTP layers: greyed, with the reason
+            assert not form.method.model().item(index).isEnabled()
+            assert tip.startswith("Not available: ") and "MTP" in tip
+            continue
+        assert form.method.model().item(index).isEnabled()
         assert tip == SPEC_METHOD_DESCRIPTIONS[method]
         assert "helps when" in tip or "best when" in tip
         assert len(tip) < 160 and "\n" not in tip  # one line
@@ -30,6 +38,49 @@ def test_each_method_says_when_it_helps(qtbot, window):
         assert form.method_help.text() == tip and form.method.toolTip() == tip
     _pick(form, "lookup")
     assert "repeats" in form.method_help.text()
+
+
+def _info(**changes) -> ModelInfo:
+    base = ModelInfo("m", "/m", "qwen3_5", 1, 1, 1024, None, "float32")
+    return dataclasses.replace(base, **changes)
+
+
+def test_methods_a_model_cannot_run_are_greyed_with_the_reason(qtbot, window):
+    form = window.settings_form
+    window.show_settings()
+    methods = [form.method.itemData(i) for i in range(form.method.count())]
+
+    def enabled() -> dict[str, bool]:
+        return {m: form.method.model().item(i).isEnabled() for i, m in enumerate(methods)}
+
+    def tip(method: str) -> str:
+        return form.method.itemData(methods.index(method), Qt.ItemDataRole.ToolTipRole)
+
+    form.set_target(_info(mtp=True))
+    assert all(enabled().values())
+    assert tip("mtp") == SPEC_METHOD_DESCRIPTIONS["mtp"]
+    _pick(form, "mtp")
+    assert form.draft_tokens.isEnabled()  # MTP drafts a fixed k
+    form.set_target(_info(mtp=False))
+    assert not enabled()["mtp"] and enabled()["lookup"]
+    assert "no MTP layers" in tip("mtp")
+    assert "no MTP layers" in form.method_help.text()  # the chat still asks for it: say why
+    note = "m cannot speculate: its recurrent layers take padding into their state"
+    form.set_target(_info(mtp=True, speculation_note=note))
+    assert enabled() == {m: m == "off" for m in methods}
+    assert all(tip(m) == f"Not available: {note}" for m in methods if m != "off")
+    _pick(form, "off")
+    form.method.showPopup()
+    spin(lambda: False, 0.2)
+    view = form.method.view()
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    form.set_target(_info(mtp=False))
+    spin(lambda: False, 0.1)
+    view.window().grab().save(str(SHOTS / "settings_method_picker.png"))
+    form.method.hidePopup()
+    _pick(form, "mtp")  # a chat that asked for MTP before its model changed
+    spin(lambda: False, 0.1)
+    form.grab().save(str(SHOTS / "settings_mtp_unavailable.png"))
 
 
 def _background(widget) -> str:
@@ -90,3 +141,23 @@ def test_new_chats_start_with_the_default_system_prompt(qtbot, window, store):
     again = make_window(store, window.bridge)
     assert again.settings_form.default_system_prompt.toPlainText() == "You are a careful assistant."
     close_window(again)
+
+
+def test_draft_method_names_the_models_own_draft_head(qtbot, window):
+    from app.settings.settings_form import NO_DRAFT_TEXT
+
+    form = window.settings_form
+    window.show_settings()
+    form.set_target(_info(draft_head="trained draft head (EAGLE)"))
+    _pick(form, "draft")
+    spin(lambda: False, 0.1)
+    assert form.draft_model.itemText(0) == "Own head"
+    tip = form.draft_model.itemData(0, Qt.ItemDataRole.ToolTipRole)
+    assert tip == "No draft model: this model's own trained draft head (EAGLE) drafts"
+    assert "own trained draft head (EAGLE) guesses ahead" in form.method_help.text()
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    form.grab().save(str(SHOTS / "settings_draft_head.png"))
+    form.set_target(_info())
+    assert form.draft_model.itemText(0) == NO_DRAFT_TEXT
+    assert "draft head" not in form.method_help.text()
+    _pick(form, "off")

@@ -65,3 +65,24 @@ def test_window_counts_real_positions_not_holes():
     # the query at buffer position 6 sees itself and the 2 real positions before it
     assert [i for i, ok in enumerate(mask[0][0][0]) if ok] == [4, 5, 6]
     assert [i for i, ok in enumerate(mask[1][0][0]) if ok] == [1, 2, 6]
+
+
+def test_rows_of_equal_length_attend_without_a_mask():
+    """No padding and no holes: None for a decode step and "causal" for several tokens, so
+    attention keeps its fused kernels; padding, holes or a window bring the mask back."""
+    cache = RaggedBatchKVCache([0, 0])
+    cache.whole_buffer = False
+    write(cache, 0, 3)
+    assert cache.make_mask(1) is None
+    assert cache.make_mask(4) == "causal"
+    assert isinstance(cache.make_mask(1, window_size=2), mx.array)
+    assert isinstance(cache.make_mask(1, return_array=True), mx.array)
+    cache.rollback([0, 1])  # a hole in row 1
+    assert isinstance(cache.make_mask(1), mx.array)
+    padded = RaggedBatchKVCache([2, 0])
+    padded.whole_buffer = False
+    write(padded, 0, 3)
+    mask = padded.make_mask(1)
+    assert mask.shape[-1] == 4 and not mask[0].flatten()[0].item()
+    padded.left_padding = mx.array([0, 0])  # the padding is read again once it changes
+    assert padded.make_mask(1) is None

@@ -172,8 +172,8 @@ BAD = [
     (
         "method unknown",
         speculative(method="lookahead"),
-        "speculative.method must be one of 'off', 'draft', 'lookup', 'auto', 'synthetic', "
-        "got 'lookahead'",
+        "speculative.method must be one of 'off', 'draft', 'lookup', 'auto', 'mtp', "
+        "'synthetic', got 'lookahead'",
     ),
     ("method int", speculative(method=2), "speculative.method must be one of"),
     ("method None", speculative(method=None), "speculative.method must be one of"),

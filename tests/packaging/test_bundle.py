@@ -78,7 +78,7 @@ def test_the_bundle_carries_every_module_imported_by_name(archived_modules):
     assert wanted <= archived_modules, sorted(wanted - archived_modules)
 
 
-def test_the_bundle_carries_its_native_libraries_plugins_and_the_model():
+def test_the_bundle_carries_its_native_libraries_plugins_and_the_model(bundle):
     import tandem_build_backend as backend
 
     plugins = INTERNAL / "PySide6" / "Qt" / "plugins"

@@ -1,0 +1,161 @@
+"""`python -m engine.bench --workload long-prompt`: does a long prompt stall the chats that are
+running? Three chats decode; a long prompt arrives; the running chats' gaps between tokens while
+it is prefilled (p99) against their gaps without it, and the long prompt's time to first token
+against prefilling it alone. Both in one process, so the ratios survive a noisy machine."""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+from typing import Any
+
+from engine.api import Engine, EngineConfig
+from engine.bench.multiturn import history
+from engine.bench.workloads import CHAT_QUESTIONS, prompt_ids
+from engine.config import DEFAULT_PREFILL_GAP_FACTOR
+from engine.requests import ErrorEvent, GenerationRequest, TokenEvent
+
+DEFAULT_LONG_TOKENS = 2048
+DEFAULT_RUNNING = 3
+DEFAULT_CHAT_TOKENS = 2000
+
+
+def p99(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))] if ordered else 0.0
+
+
+async def _chat(
+    engine: Engine, prompt: list[int], max_tokens: int, replies: list[list[float]]
+) -> None:
+    """One chat slot, kept busy until cancelled: a reply that ends is followed by another.
+    Each reply's token times are a list of their own (the gap to the next reply's first token
+    is its prompt's processing, not a stall)."""
+    while True:
+        times: list[float] = []
+        replies.append(times)
+        request = GenerationRequest(prompt_tokens=prompt, max_tokens=max_tokens)
+        async for event in engine.submit(request):
+            if isinstance(event, TokenEvent) and event.token_ids:
+                times.append(time.perf_counter())
+            elif isinstance(event, ErrorEvent):
+                raise RuntimeError(event.message)
+
+
+async def _first_token(engine: Engine, prompt: list[int]) -> tuple[float, float, float]:
+    """(submitted at, first token at, seconds to it)."""
+    start = time.perf_counter()
+    times: list[float] = []
+    request = GenerationRequest(prompt_tokens=prompt, max_tokens=1)
+    async for event in engine.submit(request):
+        if isinstance(event, TokenEvent) and event.token_ids and not times:
+            times.append(time.perf_counter())
+        elif isinstance(event, ErrorEvent):
+            raise RuntimeError(event.message)
+    return start, times[0], times[0] - start
+
+
+def _gaps(times: list[float], start: float, end: float) -> list[float]:
+    return [b - a for a, b in zip(times, times[1:]) if b > start and a < end]
+
+
+async def measure(
+    model: str | None,
+    *,
+    long_tokens: int,
+    running: int,
+    prefill_chunk: int,
+    settle_tokens: int,
+    gap_factor: float | None,
+) -> dict[str, Any]:
+    engine = Engine(
+        EngineConfig(
+            model=model,
+            prefill_chunk=prefill_chunk,
+            prefill_gap_factor=gap_factor,
+            prompt_cache=False,
+            log_blas=False,
+        )
+    )
+    engine.start()
+    await engine.wait_ready()
+    tokenizer = await engine.run_on_engine_thread(
+        lambda: engine._worker.core_for().target.tokenizer
+    )
+    long_prompt = prompt_ids(tokenizer, history(tokenizer, long_tokens))[:long_tokens]
+    chats = [
+        prompt_ids(tokenizer, [{"role": "user", "content": q}]) for q in CHAT_QUESTIONS[:running]
+    ]
+    await _first_token(engine, long_prompt[:64])  # warm-up
+    _, _, alone = await _first_token(engine, long_prompt)
+
+    async def gaps_with(long: bool) -> tuple[list[float], float | None]:
+        slots: list[list[list[float]]] = [[] for _ in chats]
+        budget = DEFAULT_CHAT_TOKENS
+        tasks = [asyncio.create_task(_chat(engine, p, budget, s)) for p, s in zip(chats, slots)]
+
+        async def until(count: int) -> None:
+            while min(sum(len(t) for t in slot) for slot in slots) < count:
+                for task in tasks:
+                    if task.done():
+                        task.result()  # a failed chat says why
+                await asyncio.sleep(0.01)
+
+        await until(settle_tokens)  # all running, past their prefill
+        ttft = None
+        if long:
+            start, end, ttft = await _first_token(engine, long_prompt)
+        else:
+            start = time.perf_counter()
+            await until(3 * settle_tokens)
+            end = time.perf_counter()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        return [g for slot in slots for t in slot for g in _gaps(t, start, end)], ttft
+
+    quiet, _ = await gaps_with(False)
+    busy, ttft = await gaps_with(True)
+    await engine.stop()
+    return {
+        "workload": "long-prompt",
+        "long_prompt_tokens": len(long_prompt),
+        "running_chats": running,
+        "prefill_chunk": prefill_chunk,
+        "prefill_gap_factor": gap_factor,
+        "gap_p99_without_s": round(p99(quiet), 4),
+        "gap_median_without_s": round(statistics.median(quiet), 4),
+        "gap_p99_with_long_prompt_s": round(p99(busy), 4),
+        "gap_ratio": round(p99(busy) / p99(quiet), 3),
+        "long_prompt_ttft_alone_s": round(alone, 3),
+        "long_prompt_ttft_beside_chats_s": round(ttft or 0.0, 3),
+        "ttft_ratio": round((ttft or 0.0) / alone, 3),
+    }
+
+
+def run_sync(model: str | None, *, long_tokens: int, prefill_chunk: int) -> list[dict[str, Any]]:
+    """Paced prefill (the default) and whole chunks (before the pacer), one after the other."""
+    return [
+        asyncio.run(
+            measure(
+                model,
+                long_tokens=long_tokens,
+                running=DEFAULT_RUNNING,
+                prefill_chunk=prefill_chunk,
+                settle_tokens=5,
+                gap_factor=factor,
+            )
+        )
+        for factor in (DEFAULT_PREFILL_GAP_FACTOR, None)
+    ]
+
+
+def print_long_prompt(row: dict[str, Any]) -> None:
+    print(
+        f"gap factor {row['prefill_gap_factor']}: long prompt {row['long_prompt_tokens']} tokens beside {row['running_chats']} chats: "
+        f"p99 gap {row['gap_p99_with_long_prompt_s']:.3f}s vs {row['gap_p99_without_s']:.3f}s "
+        f"(x{row['gap_ratio']}); first token {row['long_prompt_ttft_beside_chats_s']:.2f}s vs "
+        f"{row['long_prompt_ttft_alone_s']:.2f}s alone (x{row['ttft_ratio']})",
+        flush=True,
+    )

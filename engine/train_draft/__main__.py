@@ -1,0 +1,154 @@
+"""python -m engine.train_draft: train the default model's EAGLE-style draft head by
+self-distillation (its own replies to generated prompts), reproducibly (fixed seeds).
+
+Writes under --out: the head (`<name>.safetensors` float16, `<name>.json` with its sha256),
+curve.json (loss and held-out top-1 / acceptance length per evaluation), curve.png, run.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import mlx.core as mx
+from mlx_lm import load
+
+from engine.default_model import DEFAULT_MODEL_NAME, default_dtype, ensure_default_model
+from engine.gguf_convert import convert_gguf
+from engine.speculative.eagle_head import HeadConfig
+from engine.train_draft.curve import plot_curve
+from engine.train_draft.distill import generate_replies
+from engine.train_draft.prompts import DEFAULT_SEED, make_prompts
+from engine.train_draft.train import TrainOptions, draft_vocabulary, train
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m engine.train_draft", description=__doc__)
+    p.add_argument("--gguf", type=Path, default=None, help="convert this GGUF (default: embedded)")
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--train-prompts", type=int, default=6000)
+    p.add_argument("--heldout-prompts", type=int, default=128)
+    p.add_argument("--temperatures", type=float, nargs="+", default=[0.0, 0.7])
+    p.add_argument("--max-tokens", type=int, default=192)
+    p.add_argument("--gen-batch", type=int, default=256)
+    p.add_argument("--gen-chunk", type=int, default=1024, help="prompts per generation round")
+    p.add_argument("--gen-budget", type=float, default=1e9, help="seconds; stops between chunks")
+    p.add_argument("--seed", type=int, default=DEFAULT_SEED)
+    defaults = TrainOptions()
+    p.add_argument("--steps", type=int, default=defaults.steps)
+    p.add_argument("--time-budget", type=float, default=defaults.time_budget_s)
+    p.add_argument("--batch-tokens", type=int, default=defaults.batch_tokens)
+    p.add_argument("--lr", type=float, default=defaults.lr)
+    p.add_argument("--warmup", type=int, default=defaults.warmup)
+    p.add_argument("--eval-every", type=int, default=defaults.eval_every)
+    p.add_argument("--draft-vocab", type=int, default=defaults.draft_vocab)
+    p.add_argument("--depth", type=int, default=defaults.depth)
+    return p.parse_args(argv)
+
+
+def log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+def model_folder(gguf: Path | None, scratch: Path) -> Path:
+    if gguf is None:
+        return ensure_default_model()
+    folder = scratch / "model"
+    folder.mkdir()
+    convert_gguf(gguf, folder, dtype=default_dtype())
+    return folder
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    log(f"mlx {mx.__version__} on {mx.default_device()}")
+    with tempfile.TemporaryDirectory(prefix="tandem-train-draft-") as scratch:
+        model, tokenizer = load(str(model_folder(args.gguf, Path(scratch))))
+    log(f"target loaded ({time.perf_counter() - started:.1f}s)")
+    prompts = make_prompts(args.train_prompts, args.heldout_prompts, seed=args.seed)
+    heldout = generate_replies(
+        model,
+        tokenizer,
+        prompts.heldout,
+        temperature=0.0,
+        max_tokens=args.max_tokens,
+        seed=args.seed,
+        batch_size=args.gen_batch,
+        log=log,
+    )
+    train_set = []
+    # Chunks, every temperature in each, until the generation budget is spent.
+    for first in range(0, len(prompts.train), args.gen_chunk):
+        if time.perf_counter() - started > args.gen_budget:
+            log(f"generation budget spent after {first} of {len(prompts.train)} prompts")
+            break
+        chunk = prompts.train[first : first + args.gen_chunk]
+        for i, temperature in enumerate(args.temperatures):
+            train_set += generate_replies(
+                model,
+                tokenizer,
+                chunk,
+                temperature=temperature,
+                max_tokens=args.max_tokens,
+                seed=args.seed + 1000 * i + first,
+                batch_size=args.gen_batch,
+                log=log,
+            )
+    generated_s = time.perf_counter() - started
+    eos = list(tokenizer.eos_token_ids)
+    ids = draft_vocabulary(train_set, args.draft_vocab, eos)
+    covered = set(ids)
+    replies = [t for s in heldout for t in s.reply]
+    coverage = sum(t in covered for t in replies) / max(len(replies), 1)
+    log(f"draft vocabulary {len(ids)} tokens covers {coverage:.1%} of held-out reply tokens")
+    options = TrainOptions(
+        steps=args.steps,
+        time_budget_s=args.time_budget,
+        batch_tokens=args.batch_tokens,
+        lr=args.lr,
+        warmup=args.warmup,
+        eval_every=args.eval_every,
+        seed=args.seed,
+        draft_vocab=args.draft_vocab,
+        depth=args.depth,
+    )
+    config = HeadConfig.for_target(model.args, draft_vocab_size=len(ids), target=DEFAULT_MODEL_NAME)
+    curve = train(
+        model,
+        train_set,
+        heldout,
+        options=options,
+        config=config,
+        draft_ids=ids,
+        out=args.out,
+        log=log,
+    )
+    curve.info.update(
+        generation_s=round(generated_s, 1),
+        total_s=round(time.perf_counter() - started, 1),
+        train_tokens=sum(len(s.tokens) for s in train_set),
+        heldout_prompts=len(prompts.heldout),
+        heldout_coverage=round(coverage, 4),
+        device=str(mx.default_device()),
+        mlx=mx.__version__,
+        args={k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+    )
+    curve.write(args.out / "curve.json")
+    (args.out / "heldout_prompts.json").write_text(json.dumps(prompts.heldout, indent=1) + "\n")
+    try:
+        plot_curve(args.out / "curve.json", args.out / "curve.png")
+    except ImportError as exc:
+        log(f"no curve.png ({exc}); make it later: python -m engine.train_draft.curve")
+    log(f"done in {time.perf_counter() - started:.1f}s: {json.dumps(asdict(curve)['points'][-1])}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,42 @@
+"""python -m engine.train_draft.evaluate [N]: the shipped draft head, teacher-forced over the
+default model's greedy replies to the benchmark's first N `chat` prompts (never trained on):
+top-1 of each chain step and the mean acceptance length of a k=3 greedy chain."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import mlx.core as mx
+
+from engine.bench.baselines import reference_tokens
+from engine.bench.workloads import messages_for, prompt_ids
+from engine.default_model import DEFAULT_MODEL_NAME
+from engine.models import load_model
+from engine.speculative.eagle_drafter import head_path
+from engine.speculative.eagle_head import head_rows, load_head, target_parts
+from engine.train_draft import objective
+from engine.train_draft.distill import Sample
+from engine.train_draft.train import make_batch
+
+DEFAULT_PROMPTS = 16
+DEFAULT_MAX_TOKENS = 64
+
+
+def evaluate(n: int = DEFAULT_PROMPTS, max_tokens: int = DEFAULT_MAX_TOKENS) -> dict:
+    loaded = load_model(None)
+    model, tokenizer = loaded.model, loaded.tokenizer
+    head = load_head(head_path(DEFAULT_MODEL_NAME))
+    _, head_module = target_parts(model)
+    rows = head_rows(head_module, head.draft_ids).astype(mx.float32)
+    to_draft = mx.full((head.config.vocab_size,), -1, dtype=mx.int32)
+    to_draft[head.draft_ids] = mx.arange(head.draft_ids.size, dtype=mx.int32)
+    samples = []
+    for messages in messages_for("chat", n):
+        prompt = prompt_ids(tokenizer, messages)
+        samples.append(Sample(prompt, reference_tokens(model, tokenizer, prompt, max_tokens), 0.0))
+    return objective.accuracy(head, make_batch(model, samples, to_draft), rows, 3)
+
+
+if __name__ == "__main__":
+    print(json.dumps(evaluate(int(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT_PROMPTS)))
