@@ -4,13 +4,18 @@ with a tiny input or --help. A command the README gains without a way to run it 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shlex
+import shutil
+import signal
+import socket
 import subprocess
 import sys
 import textwrap
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
@@ -28,15 +33,33 @@ def fenced_blocks(text: str) -> list[tuple[str, str]]:
     return re.findall(r"^```(\w*)\n(.*?)^```", text, flags=re.S | re.M)
 
 
+def shell_commands(body: str) -> list[str]:
+    """The commands of a shell block: comments dropped, lines continued with a backslash or an
+    open quote joined into one."""
+    commands, pending = [], ""
+    for line in body.splitlines():
+        line = re.sub(r"\s+#.*$", "", line).strip()
+        if not pending and (not line or line.startswith("#")):
+            continue
+        pending = f"{pending} {line}".strip() if pending else line
+        if pending.endswith("\\"):
+            pending = pending[:-1].rstrip()
+            continue
+        try:
+            shlex.split(pending)
+        except ValueError:  # a quote is still open
+            continue
+        commands.append(pending)
+        pending = ""
+    return commands
+
+
 def readme_commands(text: str) -> list[str]:
     """The shell lines of ```sh blocks, then inline code spans that are commands."""
     commands = []
     for language, body in fenced_blocks(text):
         if language in ("sh", "shell", "bash", "console"):
-            for line in body.splitlines():
-                line = re.sub(r"\s+#.*$", "", line).strip()
-                if line and not line.startswith("#"):
-                    commands.append(line)
+            commands += shell_commands(body)
     prose = re.sub(r"^```.*?^```", "", text, flags=re.S | re.M)
     for span in re.findall(r"`([^`\n]+)`", prose):
         if COMMAND_START.match(span):
@@ -45,8 +68,12 @@ def readme_commands(text: str) -> list[str]:
 
 
 def command_key(command: str) -> str:
-    """What a command runs: 'make TARGET' or 'python -m MODULE'."""
+    """What a command runs: 'make TARGET', 'python -m MODULE', 'tandem serve' or 'curl'."""
     words = shlex.split(command)
+    if words[0].endswith("bin/tandem") and words[1:2] == ["serve"]:
+        return "tandem serve"
+    if words[0] == "curl":
+        return "curl"
     if words[0] == "make":
         targets = [w for w in words[1:] if "=" not in w and not w.startswith("-")]
         return f"make {targets[0] if targets else ''}".strip()
@@ -168,7 +195,55 @@ def _python_two_models(words, tmp_path):
     assert '"lossless": true' in result.stdout
 
 
+@contextlib.contextmanager
+def _served(words: list[str]):
+    """`tandem serve` as the README writes it, on the built-in model (the README's example
+    folder is not on this machine) and a free port; yields its base URL."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    argv, skip = [], False
+    for word in words:
+        if skip:
+            skip = False
+        elif word in ("--model", "--port"):
+            skip = True
+        else:
+            argv.append(word)
+    argv[0] = str(ROOT / argv[0])
+    server = subprocess.Popen(
+        [*argv, "--port", str(port)], cwd=ROOT, env=_env(), stdout=subprocess.PIPE, text=True
+    )
+    try:
+        line = server.stdout.readline()  # "serving NAME at URL" once the model is ready
+        assert line.startswith("serving SmolLM2-135M-Instruct"), line
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.send_signal(signal.SIGINT)
+        assert server.wait(timeout=60) == 0
+
+
+def _tandem_serve(words, tmp_path):
+    with _served(words) as url:
+        with urllib.request.urlopen(f"{url}/v1/models", timeout=60) as reply:
+            models = json.load(reply)
+    assert models["data"][0]["id"]
+
+
+def _curl(words, tmp_path):
+    serve = next(c for c in COMMANDS if command_key(c) == "tandem serve")
+    assert shutil.which("curl"), "needs curl: apt-get install curl (.ci/run does)"
+    with _served(shlex.split(serve)) as url:
+        argv = [re.sub(r"^http://127\.0\.0\.1:8080", url, w) for w in words]
+        result = _run([*argv, "--silent", "--show-error", "--fail"], timeout=300)
+    assert result.stdout.rstrip().endswith("data: [DONE]"), result.stdout[-2000:]
+    chunks = [json.loads(line[6:]) for line in result.stdout.splitlines() if line[6:7] == "{"]
+    assert "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
+
+
 HOW: dict[str, Callable[[list[str], Path], None]] = {
+    "tandem serve": _tandem_serve,
+    "curl": _curl,
     "make setup": _make_setup,
     "make run": _make_run,
     "make test": _make_test,
