@@ -4,8 +4,10 @@ of verifying k+1 tokens against 1; stop speculating while it loses.
 With per-token acceptance a, k drafts yield (1 - a^(k+1)) / (1 - a) tokens per target forward
 (the bonus token included). A forward over k+1 tokens per row costs cost(B, k+1) / cost(B, 1)
 of a plain step at batch size B, measured as the engine runs. All rows of a batch share the
-forward's width, so the auto rows get one k: the one that maximises their summed tokens per
-unit of cost; k = 0 (plain decoding) unless some k beats it.
+forward's width: the width chosen is the one that maximises the auto rows' summed tokens per
+unit of cost, and within it each row drafts only the positions it is likely enough to keep
+(a row that is rarely accepted drafts less or nothing while its neighbours draft more);
+plain decoding unless some width beats it.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ DEFAULT_EMA = 0.3  # for forward timings
 DEFAULT_PROBE_EVERY = 32  # plain rounds before trying speculation again
 DEFAULT_COST_SLOPE = 0.15  # extra cost per verified token until measured (CPU: 5 tokens 1.6x)
 MIN_GAIN = 1.03  # speculate only for a clear win
+DEFAULT_MIN_MARGINAL = 0.1  # a draft position kept less often than this is not proposed
 
 
 @dataclass
@@ -73,22 +76,35 @@ class AutoPolicy:
     costs: CostModel = field(default_factory=CostModel)
     idle_rounds: int = 0
 
-    def choose(self, rates: list[float], batch: int, k_max: int, free_width: int = 1) -> int:
-        """One k for the auto rows of a batch; `free_width` is the width other rows force."""
+    def choose(self, rates: list[float], batch: int, k_max: int, free_width: int = 1) -> list[int]:
+        """A k for each auto row of a batch; `free_width` is the width other rows force. The
+        forward's width is priced for the whole batch; within it each row drafts only the
+        positions it is likely enough to keep (a rarely accepted row drafts less, or nothing)."""
         if not rates:
-            return 0
+            return []
         plain = len(rates) / self.costs.relative(batch, free_width)
-        best_k, best = 0, plain * MIN_GAIN
-        for k in range(1, k_max + 1):
-            width = max(k + 1, free_width)
-            gain = sum(expected_tokens(r, k) for r in rates) / self.costs.relative(batch, width)
+        best_ks, best = [0] * len(rates), plain * MIN_GAIN
+        for width in range(2, k_max + 2):
+            ks = [row_k(rate, width) for rate in rates]
+            used = max(max(ks) + 1, free_width)
+            gain = sum(expected_tokens(r, k) for r, k in zip(rates, ks))
+            gain /= self.costs.relative(batch, used)
             if gain > best:
-                best_k, best = k, gain
-        if best_k == 0:
+                best_ks, best = ks, gain
+        if not any(best_ks):
             self.idle_rounds += 1
             if self.idle_rounds >= DEFAULT_PROBE_EVERY:
                 self.idle_rounds = 0
-                return 1  # probe: acceptance or costs may have changed
+                return [1] * len(rates)  # probe: acceptance or costs may have changed
         else:
             self.idle_rounds = 0
-        return best_k
+        return best_ks
+
+
+def row_k(rate: float, width: int) -> int:
+    """Draft positions worth proposing for a row with this acceptance, in a forward this wide:
+    the j-th draft is kept with probability rate**j."""
+    k = 0
+    while k < width - 1 and rate ** (k + 1) >= DEFAULT_MIN_MARGINAL:
+        k += 1
+    return k

@@ -87,8 +87,8 @@ class SpeculationPolicy:
         if auto:
             free_width = 1 + max((c.k for c in choices), default=0)
             rates = [self._row_acceptance(rows[i]).rate for i in auto]
-            k = self.auto.choose(rates, len(rows), MAX_DRAFT_TOKENS, free_width)
-            for i in auto:
+            ks = self.auto.choose(rates, len(rows), MAX_DRAFT_TOKENS, free_width)
+            for i, k in zip(auto, ks):
                 row = rows[i]
                 drafter = auto_drafter(row, self.drafters)
                 room = min(k, _room(row))

@@ -115,20 +115,30 @@ def test_auto_drafts_when_acceptance_pays_and_stops_when_it_loses():
     policy.costs.record(1, 1, 0.010)
     for width in range(2, 18):
         policy.costs.record(1, width, 0.010 * (1 + 0.05 * (width - 1)))
-    assert policy.choose([0.9], batch=1, k_max=16) >= 4
-    assert policy.choose([0.05], batch=1, k_max=16) == 0
+    assert policy.choose([0.9], batch=1, k_max=16)[0] >= 4
+    assert policy.choose([0.05], batch=1, k_max=16) == [0]
     expensive = AutoPolicy()
     expensive.costs.record(1, 1, 0.010)
     for width in range(2, 18):
         expensive.costs.record(1, width, 0.010 * width)  # verification costs a step per token
-    assert expensive.choose([0.7], batch=1, k_max=16) == 0
+    assert expensive.choose([0.7], batch=1, k_max=16) == [0]
+
+
+def test_auto_picks_k_per_row_within_the_batchs_width():
+    """A rarely accepted row drafts less or nothing while its neighbours draft more."""
+    policy = AutoPolicy()
+    policy.costs.record(3, 1, 0.010)
+    for width in range(2, 18):
+        policy.costs.record(3, width, 0.010 * (1 + 0.05 * (width - 1)))
+    good, fair, poor = policy.choose([0.9, 0.3, 0.05], batch=3, k_max=8)
+    assert good >= 4 and fair == 1 and poor == 0
 
 
 def test_auto_probes_again_after_a_while_of_plain_decoding():
     policy = AutoPolicy()
     choices = [policy.choose([0.0], batch=1, k_max=8) for _ in range(DEFAULT_PROBE_EVERY)]
-    assert choices[:-1] == [0] * (DEFAULT_PROBE_EVERY - 1)
-    assert choices[-1] == 1
+    assert choices[:-1] == [[0]] * (DEFAULT_PROBE_EVERY - 1)
+    assert choices[-1] == [1]
 
 
 def test_row_acceptance_decays_towards_recent_rounds():
