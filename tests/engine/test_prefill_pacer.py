@@ -5,33 +5,38 @@ from __future__ import annotations
 from engine.core.prefill_pacer import PrefillPacer
 
 
-def test_full_chunks_until_measured_and_while_nobody_decodes():
-    pacer = PrefillPacer(max_chunk=512)
-    assert pacer.budget(decoding=True) == 512
-    pacer.observe(0.1, prefill_tokens=0, decoding=True)
-    pacer.observe(0.1 + 512 * 0.01, prefill_tokens=512, decoding=True)
-    assert pacer.budget(decoding=False) == 512
-
-
-def test_a_step_with_prefill_costs_about_gap_factor_decode_steps():
-    pacer = PrefillPacer(max_chunk=512, gap_factor=3.0)
-    pacer.observe(0.1, prefill_tokens=0, decoding=True)
-    pacer.observe(0.1 + 512 * 0.01, prefill_tokens=512, decoding=True)
-    n = pacer.budget(decoding=True)
-    assert n == 20  # 0.1 s of decode + 20 tokens at 10 ms = 0.3 s: three decode steps
-    for _ in range(30):  # the costs settle where they are measured
-        pacer.observe(0.1 + n * 0.01, prefill_tokens=n, decoding=True)
-        pacer.observe(0.1, prefill_tokens=0, decoding=True)
+def settle(pacer: PrefillPacer, *, decode: float, fixed: float, per_token: float) -> int:
+    """Steps on a machine where a step with n prompt tokens takes decode + fixed + n*per_token."""
+    for _ in range(40):
+        pacer.observe(decode, prefill_tokens=0, decoding=True)
         n = pacer.budget(decoding=True)
-    assert n == 20
+        pacer.observe(decode + fixed + n * per_token, prefill_tokens=n, decoding=True)
+    return pacer.budget(decoding=True)
 
 
-def test_cheap_prompts_keep_full_chunks_and_dear_ones_keep_moving():
+def test_whole_chunks_while_nobody_decodes_or_when_pacing_is_off():
+    pacer = PrefillPacer(max_chunk=512)
+    settle(pacer, decode=0.1, fixed=0.0, per_token=0.01)
+    assert pacer.budget(decoding=False) == 512
+    off = PrefillPacer(max_chunk=512, gap_factor=None)
+    assert settle(off, decode=0.1, fixed=0.0, per_token=0.01) == 512
+
+
+def test_a_step_with_prefill_settles_at_about_gap_factor_decode_steps():
+    pacer = PrefillPacer(max_chunk=512, gap_factor=3.0)
+    n = settle(pacer, decode=0.1, fixed=0.02, per_token=0.01)
+    assert abs(n - 18) <= 1  # 0.1 + 0.02 + 18 * 0.01 = 0.3 s: three decode steps
+
+
+def test_cheap_prompts_keep_whole_chunks_and_dear_ones_keep_moving():
     cheap = PrefillPacer(max_chunk=512)
-    cheap.observe(0.01, prefill_tokens=0, decoding=True)
-    cheap.observe(0.01 + 512 * 1e-6, prefill_tokens=512, decoding=True)
-    assert cheap.budget(decoding=True) == 512
+    assert settle(cheap, decode=0.01, fixed=0.0, per_token=1e-6) == 512
     dear = PrefillPacer(max_chunk=512, min_chunk=16)
-    dear.observe(0.01, prefill_tokens=0, decoding=True)
-    dear.observe(0.01 + 512 * 1.0, prefill_tokens=512, decoding=True)
-    assert dear.budget(decoding=True) == 16
+    assert settle(dear, decode=0.01, fixed=0.0, per_token=1.0) == 16
+
+
+def test_one_slow_step_moves_the_chunk_by_at_most_half():
+    pacer = PrefillPacer(max_chunk=512)
+    n = settle(pacer, decode=0.1, fixed=0.0, per_token=0.001)
+    pacer.observe(100.0, prefill_tokens=n, decoding=True)
+    assert pacer.budget(decoding=True) >= n // 2
