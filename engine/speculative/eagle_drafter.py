@@ -57,7 +57,8 @@ def head_path(target_name: str) -> Path | None:
     if config is None:
         return None
     package, folder = DEFAULT_HEAD_DIR
-    return Path(str(resources.files(package).joinpath(folder, config)))
+    # one name per joinpath: a bundle's namespace package (MultiplexedPath) takes only one
+    return Path(str(resources.files(package).joinpath(folder).joinpath(config)))
 
 
 def shipped_head_label(target_name: str) -> str | None:

@@ -93,6 +93,9 @@ def test_the_bundle_carries_its_native_libraries_plugins_and_the_model(bundle):
     assert backend.sha256(gguf) == backend.GGUF_SHA256
     assert (gguf.parent / "SmolLM2-135M-Instruct.LICENSE").is_file()
     assert (INTERNAL / "resources" / "icons" / "check.svg").is_file()
+    drafts = INTERNAL / "resources" / "drafts"  # the default model's trained draft head
+    assert (drafts / "smollm2-135m-eagle.safetensors").is_file()
+    assert (drafts / "smollm2-135m-eagle.json").is_file()
 
 
 def test_the_bundle_starts_offline_on_the_default_model_from_a_fresh_home(bundle, tmp_path):
