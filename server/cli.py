@@ -68,9 +68,22 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
     try:
-        return asyncio.run(serve(args))
+        code = asyncio.run(serve(args))
     except KeyboardInterrupt:
-        return 0
+        code = 0
+    leave(code)
+    return code  # not reached
+
+
+def leave(code: int) -> None:
+    """End the process once the engine has stopped and everything is flushed, without the
+    interpreter's teardown: MLX used from the engine's thread can abort in its static
+    destructors at exit ("terminate called without an active exception", exit code 134, mlx
+    issue #3126), which a user would see as a crash after Ctrl+C."""
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 async def serve(args: argparse.Namespace) -> int:
