@@ -17,7 +17,13 @@ from mlx_lm.models.cache import make_prompt_cache, trim_prompt_cache
 from engine.bench.baselines import run_ours
 from engine.bench.profile_round import prefilled_batch
 from engine.core.step_timing import StepTiming
-from engine.requests import ErrorEvent, GenerationRequest, SpecMethod, SpeculativeParams
+from engine.requests import (
+    ErrorEvent,
+    GenerationRequest,
+    SpecMethod,
+    SpeculativeParams,
+    TokenEvent,
+)
 from engine.sampling import greedy_tokens
 from engine.speculative.rollback import rollback_rows
 
@@ -158,6 +164,23 @@ def synthetic_params() -> SpeculativeParams:
     return SpeculativeParams(method=SpecMethod.SYNTHETIC, draft_tokens=DEFAULT_K)
 
 
+def engine_replies(core: Any, prompts: list, max_tokens: int) -> list[list[int]]:
+    """The greedy replies our EngineCore gives these prompts (run together, no speculation)."""
+    ids = []
+    for p in prompts:
+        request = GenerationRequest(prompt_tokens=p, max_tokens=max_tokens)
+        ids.append(request.request_id)
+        core.add(request)
+    replies: dict[str, list[int]] = {rid: [] for rid in ids}
+    while core.has_work():
+        for event in core.step():
+            if isinstance(event, ErrorEvent):
+                raise RuntimeError(event.message)
+            if isinstance(event, TokenEvent):
+                replies[event.request_id].extend(event.token_ids)
+    return [replies[rid] for rid in ids]
+
+
 def engine_core(core: Any, prompts: list, tokens: int, *, verify: bool = False) -> dict:
     """EngineCore stepping the rows to completion, no asyncio: wall ms of each core.step()
     while all rows decode (plain steps, or verify rounds with `verify`)."""
@@ -182,7 +205,8 @@ def engine_core(core: Any, prompts: list, tokens: int, *, verify: bool = False) 
         for event in events:
             if isinstance(event, ErrorEvent):
                 raise RuntimeError(event.message)
-            emitted += len(getattr(event, "token_ids", ()) or ())
+            if isinstance(event, TokenEvent):
+                emitted += len(event.token_ids)
         if not decoding:
             continue
         if scheduler.timing.verify_rounds > before.verify_rounds:

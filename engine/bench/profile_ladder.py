@@ -96,19 +96,11 @@ class Ladder:
         return rungs.prompts_for(batch, self.args.context, ragged=ragged)
 
     def expect(self, prompts: list[list[int]]) -> None:
-        """The synthetic drafter drafts each prompt's greedy reply (batched greedy decoding:
-        within rounding of mlx_lm.generate's, close enough for timing)."""
-        import mlx.core as mx
-        from mlx_lm.models.cache import make_prompt_cache
-
-        n = rungs.reply_tokens(self.args.tokens, verify=True) + 2
-        cache = make_prompt_cache(self.model)
-        y = mx.argmax(self.model(mx.array(prompts), cache=cache)[:, -1], axis=-1)
-        out = [y]
-        for _ in range(n - 1):
-            y = mx.argmax(self.model(y[:, None], cache=cache)[:, -1], axis=-1)
-            out.append(y)
-        replies = mx.stack(out, axis=1).tolist()
+        """The synthetic drafter drafts each prompt's greedy reply, as our engine produces it
+        (equal to mlx_lm.generate's; a batched bare argmax drifts from it on near ties)."""
+        replies = rungs.engine_replies(
+            self.core, prompts, rungs.reply_tokens(self.args.tokens, verify=True) + 2
+        )
         for prompt, reply in zip(prompts, replies):
             self.synth.expect(prompt, reply, rungs.DEFAULT_ACCEPTANCE)
 
