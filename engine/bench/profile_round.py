@@ -8,11 +8,13 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from typing import Any
 
 import mlx.core as mx
 from mlx_lm.models.cache import make_prompt_cache
 
-from engine.cache.batch_rows import merge_row_cache
+from engine.cache.kv_quant import merge_layer
+from engine.cache.ragged import as_ragged
 from engine.cache.recurrent import set_lengths
 from engine.models import load_model as load_any
 from engine.sampling import greedy_tokens, log_softmax
@@ -29,6 +31,26 @@ def timed(fn, repeats: int = 5) -> float:
     return statistics.median(out) * 1e3
 
 
+def ragged_prompts(batch: int, context: int) -> list[list[int]]:
+    """Prompts of about `context` tokens, of up to seven lengths (rows need left padding)."""
+    return [[100 + b] * (context - b % 7) for b in range(batch)]
+
+
+def prefilled_batch(model: Any, prompts: list[list[int]], *, ours: bool = True) -> list[Any]:
+    """Each prompt processed alone into mlx-lm's single-row caches, then merged into one batch
+    cache per layer (left padding): ours (RaggedBatchKVCache) or mlx-lm's plain BatchKVCache."""
+    rows = []
+    for prompt in prompts:
+        cache = make_prompt_cache(model)
+        model(mx.array([prompt]), cache=cache)
+        mx.eval([c.state for c in cache])
+        rows.append(cache)
+    layers = [merge_layer([row[i] for row in rows]) for i in range(len(rows[0]))]
+    layers = as_ragged(layers) if ours else layers
+    mx.eval([c.state for c in layers])
+    return layers
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--model", default=None)
@@ -42,26 +64,12 @@ def main() -> None:
     loaded = load_any(args.model)
     model, B, L = loaded.model, args.batch, args.context
 
-    def fresh_batch():
-        rows = []
-        for b in range(B):
-            c = make_prompt_cache(model)
-            model(mx.array([[100 + b] * (L - b % 7)]), cache=c)
-            rows.append(c)
-        mx.eval([x.state for r in rows for x in r])
-        layers = merge_row_cache(rows[0])
-        for r in rows[1:]:
-            for mine, theirs in zip(layers, merge_row_cache(r)):
-                mine.extend(theirs)
-        mx.eval([x.state for x in layers])
-        return layers
-
     print(f"{loaded.info.name} on {mx.default_device()}, batch {B}, context ~{L}")
     for w in args.widths:
         x = mx.ones((B, w), dtype=mx.uint32)
 
         def forward():
-            cache = fresh_batch()
+            cache = prefilled_batch(model, ragged_prompts(B, L))
             start = time.perf_counter()
             if args.ragged and w > 1:
                 set_lengths(cache, [w - i % w for i in range(B)])
