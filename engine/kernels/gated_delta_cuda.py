@@ -197,7 +197,7 @@ def eligible(
         return False
     B, T, Hk, Dk = q.shape
     Hv, Dv = v.shape[2:]
-    if T < 1 or v.shape[:2] != (B, T) or Hk < 1 or Hv % Hk != 0:
+    if B < 1 or T < 1 or v.shape[:2] != (B, T) or Hk < 1 or Hv % Hk != 0:
         return False
     if Dk < WARP or Dk % WARP != 0 or Dk > MAX_DK or B * Hv > MAX_GRID_Z:
         return False

@@ -1,11 +1,13 @@
-"""python -m engine.train_draft.evaluate [N]: the shipped draft head, teacher-forced over the
-default model's greedy replies to the benchmark's first N `chat` prompts (never trained on):
-top-1 of each chain step and the mean acceptance length of a k=3 greedy chain."""
+"""python -m engine.train_draft.evaluate [N] [--head CONFIG]: a draft head (default: the shipped
+one), teacher-forced over the default model's greedy replies to the benchmark's first N `chat`
+prompts (never trained on): top-1 of each chain step and the mean acceptance length of a k=3
+greedy chain."""
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
+from pathlib import Path
 
 import mlx.core as mx
 
@@ -23,10 +25,16 @@ DEFAULT_PROMPTS = 16
 DEFAULT_MAX_TOKENS = 64
 
 
-def evaluate(n: int = DEFAULT_PROMPTS, max_tokens: int = DEFAULT_MAX_TOKENS) -> dict:
+def evaluate(
+    n: int = DEFAULT_PROMPTS,
+    max_tokens: int = DEFAULT_MAX_TOKENS,
+    *,
+    head_config: Path | None = None,
+) -> dict:
+    """Teacher-forced numbers of the head on the first n benchmark chat prompts."""
     loaded = load_model(None)
     model, tokenizer = loaded.model, loaded.tokenizer
-    head = load_head(head_path(DEFAULT_MODEL_NAME))
+    head = load_head(head_config or head_path(DEFAULT_MODEL_NAME))
     _, head_module = target_parts(model)
     rows = head_rows(head_module, head.draft_ids).astype(mx.float32)
     to_draft = mx.full((head.config.vocab_size,), -1, dtype=mx.int32)
@@ -39,4 +47,9 @@ def evaluate(n: int = DEFAULT_PROMPTS, max_tokens: int = DEFAULT_MAX_TOKENS) -> 
 
 
 if __name__ == "__main__":
-    print(json.dumps(evaluate(int(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT_PROMPTS)))
+    parser = argparse.ArgumentParser(prog="python -m engine.train_draft.evaluate")
+    parser.add_argument("prompts", type=int, nargs="?", default=DEFAULT_PROMPTS)
+    parser.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS)
+    parser.add_argument("--head", type=Path, default=None, help="a head's .json (default: shipped)")
+    args = parser.parse_args()
+    print(json.dumps(evaluate(args.prompts, args.max_tokens, head_config=args.head)))

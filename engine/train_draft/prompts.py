@@ -1,11 +1,14 @@
 """Chat prompts for self-distillation, made here from a seeded mix of topics, tasks and styles
 (nothing is downloaded). The held-out set is drawn from (topic, task) pairs the training set
-never uses, so held-out numbers measure prompts the head has not seen."""
+never uses, so held-out numbers measure prompts the head has not seen; no prompt is one of the
+benchmark's chat prompts."""
 
 from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+
+from engine.bench.workloads import CHAT_QUESTIONS
 
 TOPICS = [
     "the French Revolution",
@@ -144,6 +147,23 @@ TASKS = [
     "What are some tips related to {t}?",
     "Tell me a joke about {t}.",
     "Outline a presentation about {t}.",
+    # everyday questions with short answers, as chats mostly are
+    "What is {t}?",
+    "How does {t} work?",
+    "Why is {t} important?",
+    "Tell me a fun fact about {t}.",
+    "Give me three tips about {t}.",
+    "Explain {t} in two sentences.",
+    "Write a haiku about {t}.",
+    "What are the main parts of {t}?",
+    "Who should care about {t}, and why?",
+    "Suggest a name for a club about {t}.",
+    "List five words related to {t}.",
+    "How can I learn more about {t}?",
+    "What is one question about {t} that people often ask?",
+    "Write a two-line poem about {t}.",
+    "Recommend a good habit related to {t}.",
+    "What is the history of {t} in one sentence?",
 ]
 
 STYLES = [
@@ -187,6 +207,9 @@ def make_prompts(n_train: int, n_heldout: int, *, seed: int = DEFAULT_SEED) -> P
 def _draw(rng: random.Random, pairs: list[tuple[str, str]], n: int) -> list[str]:
     combos = [(pair, style) for pair in pairs for style in dict.fromkeys(STYLES)]
     rng.shuffle(combos)
+    # the benchmark's chat prompts measure the head on prompts it never saw
+    unseen = set(CHAT_QUESTIONS)
+    combos = [c for c in combos if c[0][1].format(t=c[0][0]) + c[1] not in unseen]
     if n > len(combos):
         raise ValueError(f"asked for {n} prompts; the generator makes {len(combos)} here")
     return [task.format(t=topic) + style for (topic, task), style in combos[:n]]
