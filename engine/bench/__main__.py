@@ -24,6 +24,7 @@ from engine import blas
 from engine.api import Engine, EngineConfig
 from engine.bench.baselines import (
     RunResult,
+    mismatches,
     reference_tokens,
     run_batch_generator,
     run_mlx_lm_speculative,
@@ -219,6 +220,10 @@ async def bench(args: argparse.Namespace) -> dict:
                 continue  # the plain runs are reported inside each speculative row
             row = make_row(args, c, spec, runs, base_runs, plain, base, expected, mlx_spec)
             add_single_stream(row, single_runs, plain)
+            if expected:
+                row["mismatches"] = mismatches(model, prompts, expected, runs)
+                row["plain_lossless"] = all(r.tokens == expected for r in plain_runs)
+                row["plain_mismatches"] = mismatches(model, prompts, expected, plain_runs)
             results.append(row)
             print_row(row)
     await eng.stop()
@@ -301,9 +306,21 @@ def print_row(row: dict) -> None:
         f"(k={row['draft_tokens']}{accept}) ours {row['ours_tokens_per_s']:8.2f} tok/s{extra}"
         f" plain {row['plain_tokens_per_s']:8.2f} x{row['speedup_vs_plain']:.2f}"
         f" MAL {row['mean_acceptance_length']:.2f} ttft {row['ours_mean_ttft_s']:.2f}s"
-        f" lossless={row['lossless']}",
+        f" lossless={row['lossless']}{differences(row)}",
         flush=True,
     )
+
+
+def differences(row: dict) -> str:
+    """Where rows differ from mlx_lm.generate: the reference's logit margins there (near-ties
+    that batched kernels can flip are a rounding step or two wide), and the plain runs' check."""
+    text = ""
+    if row.get("mismatches"):
+        text += f" (margins {sorted(m['margin'] for m in row['mismatches'])})"
+    if row.get("plain_lossless") is False:
+        margins = sorted(m["margin"] for m in row["plain_mismatches"])
+        text += f" plain lossless=False (margins {margins})"
+    return text
 
 
 def multiturn_report(args: argparse.Namespace) -> dict:

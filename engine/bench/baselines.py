@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import mlx.core as mx
 from mlx_lm.generate import BatchGenerator, stream_generate
 
 from engine.api import Engine
@@ -151,3 +152,23 @@ async def run_ours(
     results = await asyncio.gather(*(one(p, s) for p, s in zip(prompts, specs)))
     wall = time.perf_counter() - start
     return RunResult([r[0] for r in results], wall, [r[1] for r in results], totals)
+
+
+def mismatches(
+    model: Any, prompts: list[list[int]], expected: list[list[int]], runs: list[RunResult]
+) -> list[dict]:
+    """Rows whose tokens differ from `expected`: where they first differ and the reference's
+    margin there (its top logit minus the runner-up). A margin of a rounding step or two is a
+    near-tie that batched GPU kernels can flip (plain decoding too); a large one is a bug."""
+    found = []
+    for run in runs:
+        for row, (prompt, want, got) in enumerate(zip(prompts, expected, run.tokens)):
+            if got == want:
+                continue
+            at = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), None)
+            if at is None:
+                at = min(len(got), len(want))
+            logits = model(mx.array(prompt + want[:at])[None])[0, -1].astype(mx.float32)
+            top = mx.sort(logits)[-2:]
+            found.append({"row": row, "at": at, "margin": round(float(top[1] - top[0]), 5)})
+    return found

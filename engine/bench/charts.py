@@ -39,3 +39,50 @@ def speedup_chart(results: list[dict], path: Path, *, title: str) -> Path | None
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def concurrency_chart(results: list[dict], path: Path, *, title: str) -> Path | None:
+    """Speed-up over our plain decoding and tokens/s against concurrency (one method)."""
+    rows = sorted(results, key=lambda r: r["concurrency"])
+    if not rows:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cs = [r["concurrency"] for r in rows]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9.5, 3.8))
+    left.plot(cs, [r["speedup_vs_plain"] for r in rows], marker="o")
+    left.axhline(1.0, color="grey", lw=0.8, ls="--")
+    left.set_ylabel("speed-up vs our plain decoding")
+    right.plot(cs, [r["ours_tokens_per_s"] for r in rows], marker="o", label="speculative")
+    right.plot(cs, [r["plain_tokens_per_s"] for r in rows], marker="s", label="plain")
+    right.set_ylabel("tokens/s (all rows)")
+    right.legend()
+    for ax in (left, right):
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(cs, [str(c) for c in cs])
+        ax.set_xlabel("concurrent chats")
+        ax.grid(alpha=0.3)
+    fig.suptitle(title)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+if __name__ == "__main__":
+    import argparse
+    import json
+
+    parser = argparse.ArgumentParser(prog="python -m engine.bench.charts")
+    parser.add_argument("kind", choices=["acceptance", "concurrency"])
+    parser.add_argument("json", type=Path, help="a benchmark's --json output")
+    parser.add_argument("png", type=Path)
+    parser.add_argument("--title", default="")
+    args = parser.parse_args()
+    results = json.loads(args.json.read_text())["results"]
+    chart = concurrency_chart if args.kind == "concurrency" else speedup_chart
+    print(chart(results, args.png, title=args.title) or "nothing to chart")
