@@ -28,3 +28,16 @@ def test_prompts_are_reproducible_and_held_out_pairs_are_unseen():
 def test_draft_vocabulary_is_the_most_frequent_tokens_with_eos():
     samples = [Sample([1, 2, 2], [3, 3, 3, 9], 0.0), Sample([2], [3, 4], 0.7)]
     assert draft_vocabulary(samples, 3, eos_ids=[99]) == [2, 3, 99]
+
+
+def test_no_prompt_is_one_of_the_benchmarks_chat_prompts(monkeypatch):
+    from engine.bench import workloads
+    from engine.train_draft import prompts as prompt_module
+
+    every = make_prompts(8000, 128)
+    assert not (set(every.train) | set(every.heldout)) & set(workloads.CHAT_QUESTIONS)
+    # a benchmark prompt the templates can make is left out, not trained on
+    made = make_prompts(50, 10).train[0]
+    monkeypatch.setattr(prompt_module, "CHAT_QUESTIONS", [made])
+    again = make_prompts(50, 10)
+    assert made not in again.train and made not in again.heldout
