@@ -72,7 +72,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--long-tokens", type=int, default=2048, help="long-prompt workload's prompt")
     p.add_argument("--no-baseline", action="store_true", help="skip mlx-lm's BatchGenerator")
     p.add_argument("--no-check", action="store_true", help="skip the mlx_lm.generate check")
-    p.add_argument("--no-warmup", action="store_true", help="skip the untimed run per draft length")
+    p.add_argument(
+        "--no-warmup",
+        action="store_true",
+        help="skip the untimed runs (plain, baseline, each draft length) at each concurrency",
+    )
     p.add_argument("--json", type=Path, default=None, help="write results here")
     p.add_argument("--chart", type=Path, default=None, help="synthetic sweep chart (PNG)")
     return p.parse_args(argv)
@@ -175,8 +179,12 @@ async def bench(args: argparse.Namespace) -> dict:
         plain_runs: list[RunResult] = []
         spec_runs: dict[int, list[RunResult]] = {i: [] for i in range(len(configs))}
         if not args.no_warmup:
-            # one untimed run per draft length: MLX's CUDA backend builds an attention graph per
-            # new shape (batch size, tokens per row), once per process
+            # untimed runs at this concurrency, plain and one per draft length, for every runner:
+            # MLX's CUDA backend builds a graph per new shape (batch size, tokens per row), once
+            # per process, and admitting c rows meets shapes a smaller run never did
+            if not args.no_baseline:
+                run_batch_generator(model, tokenizer, prompts, args.max_tokens)
+            await run_ours(eng, prompts, args.max_tokens)
             for k in sorted({s.draft_tokens for s in configs}):
                 spec = next(s for s in configs if s.draft_tokens == k)
                 params = arm(synth, spec, prompts, expected or [])
