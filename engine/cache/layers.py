@@ -7,11 +7,11 @@ arrays) and `from_numpy` give the plain form the disk tier writes and reads. `La
 a layer without its data (kind, integer state, each array's shape and dtype); `check_info` says
 whether such a description is one this module could have made.
 
-Supported: KVCache, RotatingKVCache (sliding window), QuantizedKVCache and ArraysCache (the
-recurrent state of hybrid and state-space models, which cannot be trimmed: an entry of it serves
-only prompts it is a whole prefix of). Anything else (ChunkedKVCache, batch caches; a CacheList is
-stored as its members, engine/cache/reuse.py)
-raises `UnsupportedCache`.
+Supported: KVCache, RotatingKVCache (sliding window), QuantizedKVCache, ChunkedKVCache (llama4's
+chunked attention: positions from `start` on; trimmable only while it never dropped its front)
+and ArraysCache (the recurrent state of hybrid and state-space models, which cannot be trimmed:
+an entry of it serves only prompts it is a whole prefix of). Anything else (batch caches; a
+CacheList is stored as its members, engine/cache/reuse.py) raises `UnsupportedCache`.
 
 Every function that touches an mx.array runs on the engine's MLX thread only.
 """
@@ -23,7 +23,13 @@ from typing import Any
 
 import mlx.core as mx
 import numpy as np
-from mlx_lm.models.cache import ArraysCache, KVCache, QuantizedKVCache, RotatingKVCache
+from mlx_lm.models.cache import (
+    ArraysCache,
+    ChunkedKVCache,
+    KVCache,
+    QuantizedKVCache,
+    RotatingKVCache,
+)
 
 from engine.cache import mlx_lm_private as private
 
@@ -31,12 +37,14 @@ KV = "KVCache"
 ROTATING = "RotatingKVCache"
 QUANTIZED = "QuantizedKVCache"
 ARRAYS = "ArraysCache"
-SUPPORTED = (KV, ROTATING, QUANTIZED, ARRAYS)
+CHUNKED = "ChunkedKVCache"
+SUPPORTED = (KV, ROTATING, QUANTIZED, ARRAYS, CHUNKED)
 _CLASSES = {
     KV: KVCache,
     ROTATING: RotatingKVCache,
     QUANTIZED: QuantizedKVCache,
     ARRAYS: ArraysCache,
+    CHUNKED: ChunkedKVCache,
 }
 # the integer state each kind stores; nothing else is accepted from a file
 META_KEYS = {
@@ -44,6 +52,7 @@ META_KEYS = {
     ROTATING: ("offset", "keep", "max_size", "idx"),
     QUANTIZED: ("offset", "group_size", "bits"),
     ARRAYS: ("offset", "parts"),
+    CHUNKED: ("offset", "chunk_size", "start"),
 }
 QUANT_BITS = (2, 3, 4, 5, 6, 8)
 QUANT_GROUP_SIZES = (32, 64, 128)
@@ -115,10 +124,12 @@ class LayerState:
 
 
 def layer_trimmable(kind: str, meta: dict[str, int]) -> bool:
-    """Can this layer be cut down to fewer tokens? A sliding window only while it never wrapped;
-    recurrent state never."""
+    """Can this layer be cut down to fewer tokens? A sliding window only while it never wrapped,
+    a chunked cache only while it holds every position; recurrent state never."""
     if kind == ROTATING:
         return meta["offset"] < meta["max_size"]
+    if kind == CHUNKED:
+        return meta["start"] == 0
     return kind != ARRAYS
 
 
@@ -156,6 +167,8 @@ def snapshot(cache: Any, tokens: int | None = None) -> LayerState:
             {"keys": _compact(cache.keys, n), "values": _compact(cache.values, n)},
             {"offset": n},
         )
+    elif kind == CHUNKED:
+        state = _snapshot_chunked(cache)
     elif kind == QUANTIZED:
         arrays = {f"keys.{i}": _compact(a, n) for i, a in enumerate(cache.keys)}
         arrays.update({f"values.{i}": _compact(a, n) for i, a in enumerate(cache.values)})
@@ -177,6 +190,16 @@ def _snapshot_arrays(cache: ArraysCache, tokens: int | None) -> LayerState:
         if dtype_name(a.dtype) not in STORED_DTYPES:
             raise UnsupportedCache("unsupported-dtype", f"cannot store {name} of {a.dtype}")
     return LayerState(ARRAYS, arrays, {"offset": tokens, "parts": len(arrays)})
+
+
+def _snapshot_chunked(cache: ChunkedKVCache) -> LayerState:
+    n, start, size = int(cache.offset), int(cache.start_position), int(cache.chunk_size)
+    # the next query's chunk begins at (n // size) * size: its keys must all be held
+    if not 0 <= start <= (n // size) * size:
+        raise UnsupportedCache("unsupported-cache", f"chunked cache from {start} at {n}")
+    held = n - start
+    arrays = {"keys": _compact(cache.keys, held), "values": _compact(cache.values, held)}
+    return LayerState(CHUNKED, arrays, {"offset": n, "chunk_size": size, "start": start})
 
 
 def _snapshot_rotating(cache: RotatingKVCache) -> LayerState:
@@ -232,6 +255,10 @@ def to_cache(state: LayerState) -> Any:
         n_parts = sum(1 for k in a if k.startswith("keys."))
         cache.keys = tuple(_fresh(a[f"keys.{i}"]) for i in range(n_parts))
         cache.values = tuple(_fresh(a[f"values.{i}"]) for i in range(n_parts))
+    elif state.kind == CHUNKED:
+        cache = ChunkedKVCache(m["chunk_size"])
+        cache.keys, cache.values = _fresh(a["keys"]), _fresh(a["values"])
+        cache.start_position = m["start"]
     elif state.kind == ARRAYS:
         cache = ArraysCache(m["parts"])
         cache.cache = [_fresh(a[f"state.{j}"]) for j in range(m["parts"])]
@@ -310,6 +337,9 @@ def check_info(info: LayerInfo, tokens: int) -> None:
             ok = length == m["offset"] == m["idx"]
         else:
             ok = m["keep"] <= m["max_size"] and 0 <= m["idx"] <= length <= m["max_size"]
+    elif kind == CHUNKED:
+        size, start = m["chunk_size"], m["start"]
+        ok = size > 0 and start <= (m["offset"] // size) * size and length == m["offset"] - start
     else:
         ok = length == m["offset"]
     if not ok:

@@ -18,7 +18,7 @@ from typing import Any
 import mlx.core as mx
 
 from engine.cache.kv_quant import DEFAULT_KV_GROUP_SIZE
-from engine.cache.layers import ARRAYS, KV, QUANTIZED, ROTATING, LayerInfo, dtype_name
+from engine.cache.layers import ARRAYS, CHUNKED, KV, QUANTIZED, ROTATING, LayerInfo, dtype_name
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,7 @@ class LayerLayout:
     dtype: str
     max_size: int | None = None  # sliding window (RotatingKVCache)
     keep: int | None = None
+    chunk_size: int | None = None  # chunked attention (ChunkedKVCache)
     parts: tuple[tuple[tuple[int, ...], str], ...] = ()  # recurrent state: (shape, dtype) each
 
 
@@ -91,6 +92,8 @@ def _layer_mismatch(
         want.keep,
     ):
         return f"window {info.meta['max_size']}/{info.meta['keep']}, the model's {want.max_size}"
+    if info.kind == CHUNKED and info.meta["chunk_size"] != want.chunk_size:
+        return f"chunks of {info.meta['chunk_size']}, the model's {want.chunk_size}"
     if not quantized:
         expected = {
             "keys": (want.heads, want.key_dim, want.dtype),
@@ -134,7 +137,7 @@ def probe_layout(
             parts = tuple((tuple(a.shape), dtype_name(a.dtype)) for a in c.cache)
             layers.append(LayerLayout(kind, 0, 0, 0, "", parts=parts))
             continue
-        if kind not in (KV, ROTATING) or c.keys is None:
+        if kind not in (KV, ROTATING, CHUNKED) or c.keys is None:
             layers.append(LayerLayout(kind, 0, 0, 0, ""))  # nothing stored can match it
             continue
         keys, values = c.keys, c.values
@@ -148,6 +151,7 @@ def probe_layout(
                 dtype=dtype_name(keys.dtype),
                 max_size=window[0],
                 keep=window[1],
+                chunk_size=int(c.chunk_size) if kind == CHUNKED else None,
             )
         )
     return CacheLayout(tuple(layers))
