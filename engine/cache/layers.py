@@ -62,6 +62,7 @@ STORED_DTYPES = {
     "float16": np.float16,
     "bfloat16": np.uint16,
     "uint32": np.uint32,
+    "int64": np.int64,  # token ids some models keep as state (longcat_flash_ngram's n-gram context)
 }
 Shape = tuple[int, ...]
 

@@ -20,6 +20,8 @@ import mlx.core as mx
 from engine.cache.kv_quant import DEFAULT_KV_GROUP_SIZE
 from engine.cache.layers import ARRAYS, CHUNKED, KV, QUANTIZED, ROTATING, LayerInfo, dtype_name
 
+DEFAULT_PROBE_TOKENS = 16
+
 
 @dataclass(frozen=True)
 class LayerLayout:
@@ -126,10 +128,12 @@ def probe_layout(
     *,
     flat: Callable[[list[Any]], Any] = iter,
 ) -> CacheLayout:
-    """The layout of `make_cache()` after `model` wrote one token into it (graph only), layer
-    by layer as `flat` lists them (the prompt cache stores a CacheList's members one by one)."""
+    """The layout of `make_cache()` after `model` wrote a few tokens into it (graph only), layer
+    by layer as `flat` lists them (the prompt cache stores a CacheList's members one by one).
+    Several tokens, so that state that grows to a fixed length (an n-gram model's context of
+    recent tokens) has the shape a stored entry has."""
     caches = make_cache()
-    model(mx.array([[0]]), cache=caches)
+    model(mx.zeros((1, DEFAULT_PROBE_TOKENS), dtype=mx.int32), cache=caches)
     layers = []
     for c in flat(caches):
         kind = type(c).__name__

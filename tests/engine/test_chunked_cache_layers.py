@@ -1,6 +1,6 @@
 """llama4's chunked-attention cache (mlx-lm's ChunkedKVCache) as a prompt-cache layer: stored,
 checked and restored to the very state it was, trimmable only while it holds every position,
-and refused by a model whose chunks are of another size."""
+and refused by a model whose chunks are of another size; token ids kept as state are stored."""
 
 import mlx.core as mx
 import pytest
@@ -82,3 +82,17 @@ def test_a_model_with_other_chunks_refuses_the_entry():
     assert _layer_mismatch(info, want, None, 64) is None
     other = LayerLayout(CHUNKED, HEADS, DIM, DIM, "float32", chunk_size=CHUNK * 2)
     assert "chunks of 4" in _layer_mismatch(info, other, None, 64)
+
+
+def test_token_ids_kept_as_state_are_stored():
+    """longcat_flash_ngram keeps its last tokens (int64) in an ArraysCache."""
+    from mlx_lm.models.cache import ArraysCache
+
+    cache = ArraysCache(1)
+    cache[0] = mx.array([[5, 6, 7]], dtype=mx.int64)
+    state = snapshot(cache, tokens=9)
+    mx.eval(state.arrays)
+    check_info(state.info(), 9)
+    views, _ = numpy_views(state)
+    back = to_cache(from_numpy(state.info(), views))
+    assert back[0].dtype == mx.int64 and back[0].tolist() == [[5, 6, 7]]
