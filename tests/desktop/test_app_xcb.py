@@ -5,10 +5,8 @@ taken through the X server (artifacts/xcb-window.png)."""
 from __future__ import annotations
 
 import os
-import select
 import shutil
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -16,47 +14,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.desktop.x_session import SCREEN, app_window, ask, run_x, wait_for
+
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "artifacts"
-TOOLS = {"Xvfb": "xvfb", "xdotool": "xdotool", "import": "imagemagick"}  # command: package
-SCREEN = (1600, 1000)
 WINDOW = (1360, 860)  # the main window's first size, at the top left (no window manager here)
 READY_TIMEOUT_S = 600.0  # a cold user cache converts the default model first
-REPLY_TIMEOUT_S = 180.0
 QUESTION = "What is the capital of France?"
 MAX_TOKENS = 24
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def x_display():
-    """A fresh Xvfb on a display number it picks itself (-displayfd); its name, e.g. ':3'."""
-    missing = [tool for tool in TOOLS if shutil.which(tool) is None]
-    if missing:
-        packages = " ".join(TOOLS[tool] for tool in missing)
-        reason = f"needs {', '.join(missing)}: apt-get install {packages} (.ci/run does)"
-        if os.environ.get("CI"):
-            pytest.fail(reason)
-        pytest.skip(reason)
-    read_end, write_end = os.pipe()
-    width, height = SCREEN
-    server = subprocess.Popen(
-        ["Xvfb", "-displayfd", str(write_end), "-screen", "0", f"{width}x{height}x24"]
-        + ["-nolisten", "tcp"],
-        pass_fds=(write_end,),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    os.close(write_end)
-    try:
-        ready, _, _ = select.select([read_end], [], [], 30)
-        number = os.read(read_end, 64).decode().strip() if ready else ""
-        assert number.isdigit(), "Xvfb did not report its display"
-        yield f":{number}"
-    finally:
-        os.close(read_end)
-        server.terminate()
-        server.wait(timeout=30)
 
 
 def _desktop_env(tmp_path: Path, display: str) -> dict[str, str]:
@@ -83,32 +49,6 @@ def _desktop_env(tmp_path: Path, display: str) -> dict[str, str]:
     return env
 
 
-def _x(display: str, *args: str, timeout: float = 30) -> str:
-    result = subprocess.run(
-        list(args), env=dict(os.environ, DISPLAY=display), capture_output=True, text=True,
-        timeout=timeout,
-    )  # fmt: skip
-    assert result.returncode == 0, f"{args}: {result.stderr}"
-    return result.stdout
-
-
-def _wait_for(predicate, timeout: float, app: subprocess.Popen, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if app.poll() is not None:
-            raise AssertionError(f"the app exited ({app.returncode}) before {what}")
-        if time.monotonic() > deadline:
-            raise AssertionError(f"no {what} after {timeout:.0f} s")
-        time.sleep(0.2)
-
-
-def _messages(database: Path) -> list[tuple[str, str, str]]:
-    with sqlite3.connect(f"file:{database}?mode=ro", uri=True) as db:
-        return db.execute(
-            "SELECT role, status, content FROM messages WHERE deleted IS NULL ORDER BY id"
-        ).fetchall()
-
-
 def test_the_app_on_a_real_x_server_answers_a_typed_question(x_display, tmp_path):
     from app.settings.chat_settings import ChatSettings
     from app.store.conversation_store import Store
@@ -125,30 +65,18 @@ def test_the_app_on_a_real_x_server_answers_a_typed_question(x_display, tmp_path
         cwd=tmp_path, env=_desktop_env(tmp_path, x_display), stdout=log, stderr=log,
     )  # fmt: skip
     try:
-        _wait_for(ready_file.exists, READY_TIMEOUT_S, app, "ready file")
+        wait_for(ready_file.exists, READY_TIMEOUT_S, app, "ready file")
         assert ready_file.read_text().strip() == "SmolLM2-135M-Instruct"
         ready_s = time.monotonic() - started
-        window = _x(x_display, "xdotool", "search", "--sync", "--onlyvisible", "--name", "Tandem")
-        window = window.split()[0]
-        # no window manager here: give the window the keyboard focus ourselves
-        _x(x_display, "xdotool", "windowfocus", "--sync", window)
-        _x(x_display, "xdotool", "type", "--delay", "20", QUESTION)
-        _x(x_display, "xdotool", "key", "Return")
-
         database = data / "tandem.sqlite3"
-
-        def replied() -> bool:
-            rows = _messages(database)
-            return len(rows) == 2 and rows[1][1] == "done"
-
-        _wait_for(replied, REPLY_TIMEOUT_S, app, "finished reply in the store")
-        (user, _, question), (assistant, _, reply) = _messages(database)
+        rows = ask(x_display, app_window(x_display), QUESTION, database=database, app=app)
+        (user, _, question), (assistant, _, reply) = rows
         assert (user, question) == ("user", QUESTION)  # every key arrived, in order
         assert assistant == "assistant" and "Paris" in reply
         time.sleep(0.5)  # the last paint after the store write
 
         shot = tmp_path / "xcb-window.png"
-        _x(x_display, "import", "-window", "root", str(shot))
+        run_x(x_display, "import", "-window", "root", str(shot))
         ARTIFACTS.mkdir(exist_ok=True)
         shutil.copy(shot, ARTIFACTS / "xcb-window.png")
         _assert_shows_a_window(shot)

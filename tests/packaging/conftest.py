@@ -7,4 +7,4 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "packaging"))
 
-from tests.desktop.test_app_xcb import x_display  # noqa: E402,F401
+from tests.desktop.x_session import x_display  # noqa: E402,F401

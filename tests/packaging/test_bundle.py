@@ -21,7 +21,7 @@ from packaging_support import (
     require,
 )
 
-from tests.desktop.test_app_xcb import _messages, _wait_for, _x
+from tests.desktop.x_session import app_window, ask, run_x, wait_for
 
 pytestmark = pytest.mark.slow
 INTERNAL = BUNDLE_PROGRAM.parent / "_internal"  # PyInstaller 6's data and library folder
@@ -127,23 +127,15 @@ def test_the_bundle_on_a_real_x_server_answers_and_its_window_class_matches_the_
         [str(bundle), "--ready-file", str(ready)], cwd=tmp_path, env=env, stdout=log, stderr=log
     )
     try:
-        _wait_for(ready.exists, 600, app, "ready file")
-        window = _x(x_display, "xdotool", "search", "--sync", "--onlyvisible", "--name", "Tandem")
-        window = window.split()[0]
+        wait_for(ready.exists, 600, app, "ready file")
+        window = app_window(x_display)
         wm_class = desktop_entry_values(DESKTOP_TEMPLATE.read_text())["StartupWMClass"]
-        by_class = _x(x_display, "xdotool", "search", "--onlyvisible", "--class", f"^{wm_class}$")
+        by_class = run_x(
+            x_display, "xdotool", "search", "--onlyvisible", "--class", f"^{wm_class}$"
+        )
         assert window in by_class.split()
-        _x(x_display, "xdotool", "windowfocus", "--sync", window)
-        _x(x_display, "xdotool", "type", "--delay", "20", QUESTION)
-        _x(x_display, "xdotool", "key", "Return")
-        database = data / "tandem.sqlite3"
-
-        def replied() -> bool:
-            rows = _messages(database)
-            return len(rows) == 2 and rows[1][1] == "done"
-
-        _wait_for(replied, 180, app, "finished reply in the store")
-        assert "Paris" in _messages(database)[1][2]
+        rows = ask(x_display, window, QUESTION, database=data / "tandem.sqlite3", app=app)
+        assert "Paris" in rows[1][2]
     finally:
         app.send_signal(signal.SIGINT)
         try:

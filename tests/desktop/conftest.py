@@ -1,0 +1,3 @@
+"""The desktop tests' X server (tests/desktop/x_session.py)."""
+
+from tests.desktop.x_session import x_display  # noqa: F401
