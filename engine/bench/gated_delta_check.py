@@ -235,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="B=4, T=9 only")
     args = parser.parse_args(argv)
 
-    if not mx.cuda.is_available():
+    if not gdc.cuda_available():
         print("CUDA is not available here: nothing to check (the kernel is CUDA-only).")
         if args.json:
             args.json.write_text(json.dumps({"cuda": False}, indent=2) + "\n")

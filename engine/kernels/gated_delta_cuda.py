@@ -22,6 +22,13 @@ MAX_DK = 1024  # keeps the per-lane state (Dk / 32 floats) in registers
 
 GatedDeltaFn = Callable[..., tuple[mx.array, mx.array]]
 
+
+def cuda_available() -> bool:
+    """Whether MLX runs on CUDA here (builds for Metal or the CPU may lack `mx.cuda`)."""
+    cuda = getattr(mx, "cuda", None)
+    return cuda is not None and bool(cuda.is_available())
+
+
 # The body MLX wraps in `__global__ void custom_kernel_<name>(const T* q, const Shape q_shape, ...,
 # InT* y, StT* state_out)` inside namespace mlx::core::cu; the template arguments InT, StT, Dk,
 # Dv, Hk, Hv become `using` / `constexpr int` lines in front of it. T is read from q's shape (the
@@ -191,7 +198,7 @@ def eligible(
     mask: mx.array | None = None,
 ) -> bool:
     """Whether the kernel covers these inputs exactly as `gated_delta_ops` would compute them."""
-    if mx.default_device() != mx.gpu or not mx.cuda.is_available():
+    if mx.default_device() != mx.gpu or not cuda_available():
         return False
     if q.ndim != 4 or k.shape != q.shape or v.ndim != 4 or state is None:
         return False
@@ -253,7 +260,7 @@ def install() -> bool:
     """Route mlx-lm's gated-delta fallback through the CUDA kernel; True when it is in place."""
     if os.environ.get(DISABLE_ENV, "") not in ("", "0"):
         return False
-    if not mx.cuda.is_available() or mx.default_device() != mx.gpu:
+    if not cuda_available() or mx.default_device() != mx.gpu:
         return False
     if not hasattr(mx.fast, "cuda_kernel"):
         return False

@@ -175,3 +175,14 @@ def test_uninstall_restores_the_original(monkeypatch):
     assert gdc.is_installed()
     gdc.uninstall()
     assert gated_delta.gated_delta_ops is original
+
+
+def test_a_build_without_mx_cuda_counts_as_no_cuda(monkeypatch):
+    """MLX builds for Metal or the CPU need not have `mx.cuda`: loading a model must not fail."""
+    import mlx.core as mx
+
+    from engine.kernels import gated_delta_cuda
+
+    monkeypatch.delattr(mx, "cuda", raising=False)
+    assert gated_delta_cuda.cuda_available() is False
+    assert gated_delta_cuda.install() is False
