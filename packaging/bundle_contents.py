@@ -116,11 +116,11 @@ def binaries() -> list[tuple[str, str]]:
     return found
 
 
-def wanted(binaries_toc: list[tuple]) -> list[tuple]:
-    """The analysis' binaries less UNWANTED_BINARIES."""
-    return [
-        entry for entry in binaries_toc if not Path(entry[0]).name.startswith(UNWANTED_BINARIES)
-    ]
+def wanted(toc: list[tuple]) -> list[tuple]:
+    """An analysis TOC less UNWANTED_BINARIES: the libraries in its binaries, and in its datas
+    the symbolic links PyInstaller 6 makes to them (libcudart.so -> libcudart.so.13), which
+    would otherwise ship dangling."""
+    return [entry for entry in toc if not Path(entry[0]).name.startswith(UNWANTED_BINARIES)]
 
 
 def info_plist(version: str) -> dict[str, object]:

@@ -57,3 +57,18 @@ def test_the_macos_app_asks_for_the_macos_mlx_needs():
     plist = bundle_contents.info_plist("1.2.3")
     assert plist["LSMinimumSystemVersion"] == "14.0" and plist["NSHighResolutionCapable"] is True
     assert plist["CFBundleShortVersionString"] == "1.2.3"
+
+
+def test_a_build_machines_cuda_runtime_never_ships_nor_its_links():
+    binaries = [
+        ("libcudart.so.13", "/usr/local/cuda/lib/libcudart.so.13", "BINARY"),
+        ("libopenblas.so.0", "/usr/lib/libopenblas.so.0", "BINARY"),
+    ]
+    datas = [
+        ("libcudart.so", "libcudart.so.13", "SYMLINK"),  # PyInstaller 6 puts links in datas
+        ("resources/drafts/smollm2-135m-eagle.json", "/r/smollm2-135m-eagle.json", "DATA"),
+    ]
+    assert [e[0] for e in bundle_contents.wanted(binaries)] == ["libopenblas.so.0"]
+    assert [e[0] for e in bundle_contents.wanted(datas)] == [
+        "resources/drafts/smollm2-135m-eagle.json"
+    ]
