@@ -38,6 +38,7 @@ from tests.engine.prompt_cache_support import (
 )
 from tests.tiny_models import make_tiny_gemma3_dir, make_tiny_llama_dir, prefill
 
+BUSY_TOKENS = 200  # the running row of the joining case: long enough to be seen running
 OTHER_MODELS = {
     "more-layers": dict(num_layers=3),
     "more-kv-heads": dict(num_key_value_heads=4),
@@ -139,9 +140,11 @@ def test_request_with_a_bad_cached_prefix_finishes_like_a_cold_run(tiny, tmp_pat
     async def body(eng):
         running = None
         if busy:
-            running = asyncio.ensure_future(collect(eng, request(P_A, 40)))
-            while eng.stats().running < 1:
+            running = asyncio.ensure_future(collect(eng, request(P_A, BUSY_TOKENS)))
+            # stats are published every 0.1 s: a short row can end unseen, so stop waiting then
+            while eng.stats().running < 1 and not running.done():
                 await asyncio.sleep(0.01)
+            assert not running.done(), "the running row ended before the other joined"
         out = await asyncio.wait_for(collect(eng, request(prompt, 8)), TIMEOUT_S)
         other = (await running) if running else None
         # the engine's stats are published just after the events they follow
@@ -153,7 +156,7 @@ def test_request_with_a_bad_cached_prefix_finishes_like_a_cold_run(tiny, tmp_pat
     assert out.finished.token_ids == tiny.greedy(prompt, 8)
     assert out.finished.stats.cached_tokens == 0
     if other is not None:
-        assert other.finished.token_ids == tiny.greedy(P_A, 40)
+        assert other.finished.token_ids == tiny.greedy(P_A, BUSY_TOKENS)
     assert not path.exists()
 
 
