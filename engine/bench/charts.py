@@ -5,6 +5,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
+DEFAULT_DPI = 110
+
+
+def _save(fig, path: Path, title: str) -> Path:
+    """Title, lay out, write and close a chart's figure."""
+    import matplotlib.pyplot as plt
+
+    fig.suptitle(title)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=DEFAULT_DPI)
+    plt.close(fig)
+    return path
+
 
 def speedup_chart(results: list[dict], path: Path, *, title: str) -> Path | None:
     rows = [r for r in results if r.get("acceptance") is not None]
@@ -33,12 +47,7 @@ def speedup_chart(results: list[dict], path: Path, *, title: str) -> Path | None
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel("speed-up vs our plain decoding")
     axes[0][-1].legend()
-    fig.suptitle(title)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, path, title)
 
 
 def concurrency_chart(results: list[dict], path: Path, *, title: str) -> Path | None:
@@ -65,12 +74,7 @@ def concurrency_chart(results: list[dict], path: Path, *, title: str) -> Path | 
         ax.set_xticks(cs, [str(c) for c in cs])
         ax.set_xlabel("concurrent chats")
         ax.grid(alpha=0.3)
-    fig.suptitle(title)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, path, title)
 
 
 if __name__ == "__main__":
