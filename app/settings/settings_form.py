@@ -7,7 +7,6 @@ from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QIntValidator
 from PySide6.QtWidgets import (
     QComboBox,
-    QFileDialog,
     QFormLayout,
     QHBoxLayout,
     QLabel,
@@ -15,12 +14,11 @@ from PySide6.QtWidgets import (
     QPlainTextEdit,
     QPushButton,
     QScrollArea,
-    QToolButton,
     QVBoxLayout,
     QWidget,
 )
 
-from app.models.model_catalog import ModelEntry, check_draft, model_folder
+from app.models.model_catalog import ModelEntry
 from app.settings.chat_settings import (
     MAX_MAX_TOKENS,
     MAX_NGRAM,
@@ -28,14 +26,13 @@ from app.settings.chat_settings import (
     SPEC_METHOD_LABELS,
     ChatSettings,
 )
+from app.settings.draft_model_row import DraftModelRow, draft_refusal
 from app.settings.method_picker import grey_out, method_refusal
 from app.widgets.form_fields import FIELD_MIN_WIDTH, float_field, int_field, select_data
 from app.widgets.metric_card import MetricCard
 from engine.requests import MAX_DRAFT_TOKENS, ModelInfo, SpecMethod
 
 DEFAULT_MODEL_TEXT = "Default model"
-NO_DRAFT_TEXT = "None"
-OWN_HEAD_TEXT = "Own head"  # none chosen: the chat's model drafts with its trained head
 SYSTEM_PROMPT_SAVE_MS = 400  # the default system prompt is stored once typing pauses
 SYSTEM_PROMPT_LINES = 3
 
@@ -89,16 +86,9 @@ class ChatSettingsForm(QScrollArea):
         self.method_help.setObjectName("Hint")
         self.method_help.setWordWrap(True)
         self.draft_tokens = int_field(1, MAX_DRAFT_TOKENS)
-        self.draft_model = QComboBox()
-        browse = QToolButton()
-        browse.setText("…")
-        browse.setToolTip("Choose a draft model folder")
-        browse.clicked.connect(self._browse_draft)
-        self._draft_row = QHBoxLayout()
-        self._draft_row.setContentsMargins(0, 0, 0, 0)
-        self._draft_row.addWidget(self.draft_model, 1)
-        self._draft_row.addWidget(browse)
-        self._browse = browse
+        self._draft = DraftModelRow(self._draft_refusal)
+        self.draft_model = self._draft.combo
+        self.draft_error = self._draft.error
         self.ngram_min = int_field(1, MAX_NGRAM)
         self.ngram_max = int_field(1, MAX_NGRAM)
         self._ngram_to = QLabel("to")
@@ -111,12 +101,8 @@ class ChatSettingsForm(QScrollArea):
         spec_form.addRow("Method", self.method)
         spec_form.addRow(self.method_help)
         spec_form.addRow("Draft tokens (k)", self.draft_tokens)
-        spec_form.addRow("Draft model", self._draft_row)
+        spec_form.addRow("Draft model", self._draft)
         spec_form.addRow("N-gram sizes", self._ngram_row)
-        self.draft_error = QLabel()
-        self.draft_error.setObjectName("ErrorLabel")
-        self.draft_error.setWordWrap(True)
-        self.draft_error.setVisible(False)
         spec_card.add_widget(self.draft_error)
         layout.addWidget(spec_card)
 
@@ -162,7 +148,8 @@ class ChatSettingsForm(QScrollArea):
         self.repetition_penalty.valueChanged.connect(self._edited)
         self.method.currentIndexChanged.connect(self._edited)
         self.model_combo.currentIndexChanged.connect(self._edited)
-        self.draft_model.currentIndexChanged.connect(self._draft_chosen)
+        self._draft.chosen.connect(self._edited)
+        self._draft.refused.connect(self.draftRefused)
         self.seed.editingFinished.connect(self._edited)
         self._align_labels()
         self.set_settings(ChatSettings())
@@ -210,7 +197,7 @@ class ChatSettingsForm(QScrollArea):
             select_data(self.model_combo, settings.model)
             self.method.setCurrentIndex(max(0, self.method.findData(settings.spec_method)))
             self.draft_tokens.setValue(settings.draft_tokens)
-            select_data(self.draft_model, settings.draft_model)
+            self._draft.select(settings.draft_model)
             self.ngram_min.setValue(settings.ngram_min)
             self.ngram_max.setValue(settings.ngram_max)
             self.temperature.setValue(settings.temperature)
@@ -220,7 +207,7 @@ class ChatSettingsForm(QScrollArea):
             self.repetition_penalty.setValue(settings.repetition_penalty)
             self.seed.setText("" if settings.seed is None else str(settings.seed))
             self.max_tokens.setValue(settings.max_tokens)
-            self.draft_error.setVisible(False)
+            self._draft.hide_error()
             self._enable_fields()
         finally:
             self._updating = False
@@ -239,15 +226,11 @@ class ChatSettingsForm(QScrollArea):
             self._entries = list(entries)
             self.model_combo.clear()
             self.model_combo.addItem(self._default_text(), None)
-            self.draft_model.clear()
-            self.draft_model.addItem(NO_DRAFT_TEXT, None)
             for entry in entries:
                 if entry.path is not None:
                     self.model_combo.addItem(entry.name, entry.path)
-                if (entry.location or entry.path) and entry.source != "remote":
-                    self.draft_model.addItem(entry.name, entry.location or entry.path)
+            self._draft.set_models(entries)
             select_data(self.model_combo, self._settings.model)
-            select_data(self.draft_model, self._settings.draft_model)
             self._enable_fields()
         finally:
             self._updating = False
@@ -260,6 +243,9 @@ class ChatSettingsForm(QScrollArea):
 
     def _refusal(self, method: str) -> str | None:
         return method_refusal(method, self.model_combo.currentData(), self._target, self._entries)
+
+    def _draft_refusal(self, path: str | None) -> str | None:
+        return draft_refusal(path, self.model_combo.currentData(), self._target, self._entries)
 
     def _draft_head(self) -> str | None:
         """The trained draft head of the chat's model, when it has one (known once loaded
@@ -275,13 +261,11 @@ class ChatSettingsForm(QScrollArea):
         return f"{DEFAULT_MODEL_TEXT} ({name})" if name else DEFAULT_MODEL_TEXT
 
     def show_draft_error(self, message: str) -> None:
-        self.draft_error.setText(message)
-        self.draft_error.setVisible(True)
+        self._draft.show_error(message)
 
     def choose_draft(self, path: str | None) -> bool:
         """Pick a draft model as the user would; False (and draftRefused) when refused."""
-        select_data(self.draft_model, path)
-        return self._settings.draft_model == (path or None)
+        return self._draft.choose(path)
 
     # -- internals -----------------------------------------------------------------------------
 
@@ -335,43 +319,6 @@ class ChatSettingsForm(QScrollArea):
             self._settings = settings
             self.settingsEdited.emit(settings)
 
-    def _draft_chosen(self, *_args) -> None:
-        if self._updating:
-            return
-        path = self.draft_model.currentData()
-        model = self.model_combo.currentData()
-        if model is None:
-            target = self._target
-            reason = check_draft(
-                target.path if target else None,
-                path,
-                target_vocab=target.vocab_size if target else None,
-            )
-        else:
-            reason = check_draft(model_folder(model, self._entries), path)
-        if reason:
-            message = f"Draft model refused: {reason}."
-            self.draft_error.setText(message)
-            self.draft_error.setVisible(True)
-            self._updating = True
-            select_data(self.draft_model, self._settings.draft_model)
-            self._updating = False
-            self.draftRefused.emit(message)
-            return
-        self.draft_error.setVisible(False)
-        self._edited()
-
-    def _browse_draft(self) -> None:
-        dialog = QFileDialog(self, "Choose a draft model folder")
-        dialog.setFileMode(QFileDialog.FileMode.Directory)
-        dialog.fileSelected.connect(self._add_draft_path)
-        dialog.open()
-
-    def _add_draft_path(self, path: str) -> None:
-        if path and self.draft_model.findData(path) < 0:
-            self.draft_model.addItem(path.rstrip("/").rsplit("/", 1)[-1], path)
-        self.choose_draft(path)
-
     def _prompt_typed(self) -> None:
         if not self._updating:
             self._prompt_timer.start()
@@ -390,9 +337,7 @@ class ChatSettingsForm(QScrollArea):
         head = self._draft_head()
         if head and method == SpecMethod.DRAFT_MODEL.value:
             description += f" Without a draft model, this model's own {head} guesses ahead."
-        self.draft_model.setItemText(0, OWN_HEAD_TEXT if head else NO_DRAFT_TEXT)
-        own_tip = f"No draft model: this model's own {head} drafts" if head else NO_DRAFT_TEXT
-        self.draft_model.setItemData(0, own_tip, Qt.ItemDataRole.ToolTipRole)
+        self._draft.set_own_head(head)
         self.method_help.setText(description)
         self.method.setToolTip(description)
         fixed_k = method in (
@@ -405,12 +350,11 @@ class ChatSettingsForm(QScrollArea):
         form = self._spec_form
         for field, on in (
             (self.draft_tokens, fixed_k),
-            (self._draft_row, uses_draft),
+            (self._draft, uses_draft),
             (self._ngram_row, uses_ngram),
         ):
             form.labelForField(field).setEnabled(on)
         self.draft_tokens.setEnabled(fixed_k)  # auto picks k itself, every round
-        for widget in (self.draft_model, self._browse):
-            widget.setEnabled(uses_draft)
+        self._draft.setEnabled(uses_draft)
         for widget in (self.ngram_min, self.ngram_max, self._ngram_to):
             widget.setEnabled(uses_ngram)

@@ -144,7 +144,7 @@ def test_new_chats_start_with_the_default_system_prompt(qtbot, window, store):
 
 
 def test_draft_method_names_the_models_own_draft_head(qtbot, window):
-    from app.settings.settings_form import NO_DRAFT_TEXT
+    from app.settings.draft_model_row import NO_DRAFT_TEXT
 
     form = window.settings_form
     window.show_settings()
