@@ -19,9 +19,10 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from tests.architectures.arch import Arch
 from tests.architectures.build import build_model, cache_types, save_folder
 from tests.architectures.cases import CASES
-from tests.architectures.catalog import BY_NAME, CATALOG, Arch
+from tests.architectures.catalog import BY_NAME, CATALOG
 from tests.architectures.outcome import CaseOutcome
 
 VARIANTS = ("fp32", "4bit")
