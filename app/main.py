@@ -94,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     from qasync import QEventLoop
 
     from app.engine_bridge import EngineBridge
+    from app.gui_gc import GuiThreadCollector
     from app.models.mtp_weights import engine_mtp_weights
     from app.single_instance import SingleInstance
     from app.store.conversation_store import Store
@@ -125,6 +126,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     loop = QEventLoop(app)
     asyncio.set_event_loop(loop)
+    collector = GuiThreadCollector(parent=app)  # Qt objects in cycles die on this thread
+    collector.start()
 
     store = Store(database_path())
     if args.theme:
@@ -136,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     window = MainWindow(store, bridge)
     instance.activateRequested.connect(window.bring_to_front)
     bridge.modelLoaded.connect(lambda _info: store.set_setting(MODEL_KEY, bridge.model_spec))
+    bridge.modelRemoved.connect(lambda _info, _why: collector.collect())
     first_failure = {"pending": model is not None and args.model is None}
 
     def load_failed(message: str) -> None:
@@ -182,6 +186,7 @@ def main(argv: list[str] | None = None) -> int:
 
     with loop:
         loop.run_until_complete(run())
+    collector.stop()  # the MLX thread has ended
     store.close()
     instance.release()
     return 1 if outcome["failed"] else 0

@@ -12,3 +12,9 @@ def merge_row_cache(row_cache: list[Any]) -> list[Any]:
     """A single request's per-layer caches as batch caches of one row (mlx-lm's `merge`),
     with rows that can give back positions without moving data (`RaggedBatchKVCache`)."""
     return as_ragged([merge_layer([layer]) for layer in row_cache])
+
+
+def merge_row_caches(row_caches: list[list[Any]]) -> list[Any]:
+    """Several requests' per-layer caches as batch caches of those rows, in order (left
+    padding to the longest, mlx-lm's `merge`), ragged as in `merge_row_cache`."""
+    return as_ragged([merge_layer(list(layer)) for layer in zip(*row_caches)])

@@ -18,7 +18,7 @@ from typing import Any
 
 import mlx.core as mx
 
-from engine.cache.batch_rows import merge_row_cache
+from engine.cache.batch_rows import merge_row_caches
 from engine.cache.kv_quant import KVQuant, extend_layer, quantize_batch_cache
 from engine.cache.recurrent import RecurrentSnapshot, has_recurrent, set_lengths
 from engine.core.request_state import RequestState
@@ -72,26 +72,36 @@ class DecodeBatch:
     # -- membership ------------------------------------------------------------------------------
 
     def add(self, state: RequestState, row_cache: list[Any], last_prompt_token: int) -> None:
+        self.add_rows([state], [row_cache], [last_prompt_token])
+
+    def add_rows(
+        self, states: list[RequestState], row_caches: list[list[Any]], last_tokens: list[int]
+    ) -> None:
+        """Rows join together: their caches are merged into one batch cache per layer (left
+        padded, as mlx-lm's BatchGenerator admits a prefill batch), which then extends the
+        running batch once per layer; one row at a time would copy the batch once per row."""
+        if not states:
+            return
         try:
-            batch_cache = merge_row_cache(row_cache)
+            batch_cache = merge_row_caches(row_caches)
         except Exception:
-            if self.rows:
+            if self.rows or len(states) > 1:
                 raise
             # caches mlx-lm cannot batch (ChunkedKVCache, a model's own kind): such a model
             # runs one row at a time (engine/core/batch_check.py), on the row's own cache
-            batch_cache, self.unbatched = row_cache, True
+            batch_cache, self.unbatched = row_caches[0], True
         if self.cache is None or not self.rows:
             self.cache = batch_cache
             self.recurrent = has_recurrent(batch_cache)
         else:
             self.cache = [extend_layer(m, t) for m, t in zip(self.cache, batch_cache)]
         quantize_batch_cache(self.cache, self.kv)
-        token = mx.array([last_prompt_token], dtype=mx.uint32)
-        self.inputs = token if self.inputs is None else mx.concatenate([self.inputs, token])
-        self.rows.append(state)
-        self.lengths.append(len(state.prompt) - 1)
-        self.input_is_sampled.append(False)
-        self.replay.append([])
+        tokens = mx.array(last_tokens, dtype=mx.uint32)
+        self.inputs = tokens if self.inputs is None else mx.concatenate([self.inputs, tokens])
+        self.rows.extend(states)
+        self.lengths.extend(len(s.prompt) - 1 for s in states)
+        self.input_is_sampled.extend(False for _ in states)
+        self.replay.extend([] for _ in states)
 
     def keep(self, indices: list[int]) -> None:
         """Keep only these rows (in this order)."""

@@ -66,10 +66,11 @@ class ModelExecutor:
         out = StepOutput()
         if plan.leave:
             self._leave(plan.leave)
-        for state in plan.join:
-            row_cache = self.prefilling.pop(state.request_id)
-            self._publish_prompt(state, row_cache)
-            self.batch.add(state, row_cache, state.prompt[-1])
+        if plan.join:
+            caches = [self.prefilling.pop(state.request_id) for state in plan.join]
+            for state, row_cache in zip(plan.join, caches):
+                self._publish_prompt(state, row_cache)
+            self.batch.add_rows(plan.join, caches, [s.prompt[-1] for s in plan.join])
         if plan.decode:
             self._decode(plan.decode, out, while_waiting)
         else:

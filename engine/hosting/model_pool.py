@@ -242,7 +242,8 @@ class ModelPool:
             hosted.core.executor.reset()
         hosted.core = hosted.loaded = None
         del hosted
-        gc.collect()  # module trees can hold cycles; their arrays must go now
+        if gc.isenabled():  # cycles' arrays must go now (a host that collects on its own
+            gc.collect()  # thread, as the app does for Qt's sake, has turned this off)
         mx.clear_cache()  # and MLX's buffer cache gives the memory back
         log.info("unloaded %s: %s", info.name, reason)
         self._announce(ModelUnloadedEvent(info, reason))

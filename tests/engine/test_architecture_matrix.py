@@ -1,6 +1,6 @@
 """Every architecture in mlx-lm's `models/` that a small config can build (tests/architectures/
 catalog.py), saved as a real model folder in fp32 and as a 4-bit copy, runs each case of
-tests/architectures/matrix.py through the public Engine and matches `mlx_lm.generate` alone on
+tests/architectures/cases.py through the public Engine and matches `mlx_lm.generate` alone on
 every row: a plain batch of four lengths, prompt lookup, a mix of methods, late joins, a draft
 model, and a prompt-cache hit on a chat's next turn.
 

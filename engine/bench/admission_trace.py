@@ -1,0 +1,180 @@
+"""Where admission goes: `concurrency` chat prompts arrive at once, and EngineCore is stepped (no
+asyncio) until every row has its first token. Each step's plan (rows joining the batch, prompts
+admitted, prompt tokens prefilled, rows decoding) is printed with its wall time, beside the time
+mlx-lm's BatchGenerator takes to give every row its first token, alternated over `--repeats`
+runs after an untimed one of each.
+
+`python -m engine.bench.admission_trace --model random:1b --concurrency 32 --repeats 3`
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+from mlx_lm.generate import BatchGenerator
+
+from engine.bench.workloads import messages_for, prompt_ids
+from engine.config import DEFAULT_PREFILL_CHUNK, DEFAULT_PREFILL_GAP_FACTOR
+from engine.requests import ErrorEvent, GenerationRequest, TokenEvent
+
+DEFAULT_CONCURRENCY = 32
+DEFAULT_REPEATS = 3
+DEFAULT_BATCHGEN_STEP = 2048  # BatchGenerator's prefill_step_size in the benchmark
+
+
+def trace_ours(core: Any, prompts: list[list[int]]) -> dict:
+    """Step until every row has a first token; each step's plan and wall time."""
+    scheduler = core.scheduler
+    plans: list[Any] = []
+    schedule = scheduler.schedule
+
+    def recorded():
+        plan = schedule()
+        plans.append(plan)
+        return plan
+
+    scheduler.schedule = recorded
+    ids = []
+    start = time.perf_counter()
+    for p in prompts:
+        request = GenerationRequest(prompt_tokens=p, max_tokens=64)
+        ids.append(request.request_id)
+        core.add(request)
+    first: dict[str, float] = {}
+    steps = []
+    try:
+        while core.has_work() and len(first) < len(ids):
+            began = time.perf_counter()
+            events = core.step()
+            now = time.perf_counter()
+            for event in events:
+                if isinstance(event, ErrorEvent):
+                    raise RuntimeError(event.message)
+                if isinstance(event, TokenEvent) and event.token_ids:
+                    first.setdefault(event.request_id, now - start)
+            plan = plans[-1]
+            steps.append(
+                {
+                    "ms": round(1e3 * (now - began), 2),
+                    "join": len(plan.join),
+                    "admit": len(plan.admit),
+                    "prefill_rows": len(plan.prefill),
+                    "prefill_tokens": sum(c.tokens for c in plan.prefill),
+                    "decode_rows": len(plan.decode),
+                    "with_first_token": len(first),
+                }
+            )
+    finally:
+        scheduler.schedule = schedule
+        for rid in ids:
+            core.cancel(rid)
+        while core.has_work():
+            core.step()
+    return {
+        "all_first_s": max(first.values()),
+        "mean_ttft_s": statistics.fmean(first.values()),
+        "steps": steps,
+    }
+
+
+def trace_batch_generator(model: Any, tokenizer: Any, prompts: list[list[int]]) -> dict:
+    """BatchGenerator, as the benchmark drives it, until every row has a first token."""
+    start = time.perf_counter()
+    gen = BatchGenerator(
+        model,
+        stop_tokens=[[t] for t in tokenizer.eos_token_ids],
+        completion_batch_size=max(32, len(prompts)),
+        prefill_step_size=DEFAULT_BATCHGEN_STEP,
+    )
+    uids = gen.insert(prompts, [64] * len(prompts))
+    first: dict[int, float] = {}
+    while len(first) < len(uids) and (responses := gen.next_generated()):
+        now = time.perf_counter() - start
+        for r in responses:
+            first.setdefault(r.uid, now)
+    gen.close()
+    return {"all_first_s": max(first.values()), "mean_ttft_s": statistics.fmean(first.values())}
+
+
+def print_steps(steps: list[dict]) -> None:
+    print("  step   ms  join admit prefill(rows/tokens) decode first")
+    for i, s in enumerate(steps):
+        print(
+            f"  {i:4d} {s['ms']:6.1f} {s['join']:4d} {s['admit']:5d} "
+            f"{s['prefill_rows']:7d}/{s['prefill_tokens']:<6d} {s['decode_rows']:6d} "
+            f"{s['with_first_token']:5d}"
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m engine.bench.admission_trace")
+    parser.add_argument("--model", default="random:tiny")
+    parser.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY)
+    parser.add_argument("--repeats", type=int, default=DEFAULT_REPEATS)
+    parser.add_argument("--prefill-chunk", type=int, default=DEFAULT_PREFILL_CHUNK)
+    parser.add_argument(
+        "--gap-factor",
+        default=str(DEFAULT_PREFILL_GAP_FACTOR),
+        help="the prefill pacer's gap factor; 'none': whole chunks beside decoding rows",
+    )
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args(argv)
+
+    from engine.api import EngineConfig
+    from engine.core.engine_core import EngineCore
+    from engine.models import load_model
+
+    loaded = load_model(args.model)
+    config = EngineConfig(
+        model=args.model,
+        max_batch=max(32, args.concurrency),
+        prefill_chunk=args.prefill_chunk,
+        prefill_gap_factor=None if args.gap_factor == "none" else float(args.gap_factor),
+        prompt_cache=False,
+        log_blas=False,
+    )
+    core = EngineCore(loaded, config=config)
+    messages = messages_for("chat", args.concurrency)
+    prompts = [prompt_ids(loaded.tokenizer, m) for m in messages]
+    trace_ours(core, prompts)  # untimed: kernels and graphs for these shapes
+    trace_batch_generator(loaded.model, loaded.tokenizer, prompts)
+    ours, theirs = [], []
+    for _ in range(args.repeats):
+        ours.append(trace_ours(core, prompts))
+        theirs.append(trace_batch_generator(loaded.model, loaded.tokenizer, prompts))
+    median = statistics.median
+    report = {
+        "model": loaded.info.name,
+        "concurrency": args.concurrency,
+        "prefill_chunk": args.prefill_chunk,
+        "gap_factor": config.prefill_gap_factor,
+        "prompt_tokens": [len(p) for p in prompts],
+        "ours_all_first_s": median(r["all_first_s"] for r in ours),
+        "ours_mean_ttft_s": median(r["mean_ttft_s"] for r in ours),
+        "batchgen_all_first_s": median(r["all_first_s"] for r in theirs),
+        "batchgen_mean_ttft_s": median(r["mean_ttft_s"] for r in theirs),
+        "ours_steps": ours[-1]["steps"],
+    }
+    print(
+        f"{report['model']}, {args.concurrency} prompts at once, prefill chunk "
+        f"{args.prefill_chunk}, gap factor {config.prefill_gap_factor} ({args.repeats} runs each)"
+    )
+    print_steps(report["ours_steps"])
+    print(
+        f"every row's first token: ours {report['ours_all_first_s']:.3f} s, "
+        f"BatchGenerator {report['batchgen_all_first_s']:.3f} s; mean time to first token: "
+        f"ours {report['ours_mean_ttft_s']:.3f} s, BatchGenerator "
+        f"{report['batchgen_mean_ttft_s']:.3f} s"
+    )
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
