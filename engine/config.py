@@ -6,7 +6,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+# prompt tokens one step may process: on the CPU a chat arriving waits for at most such a chunk
+# of another's prompt; on a GPU mlx-lm's own prefill_step_size, so that a burst of chats arriving
+# together is prefilled in one forward (each new batch shape costs tens of ms there)
 DEFAULT_PREFILL_CHUNK = 512
+DEFAULT_GPU_PREFILL_CHUNK = 2048
 DEFAULT_MAX_BATCH = 16
 DEFAULT_STATS_INTERVAL_S = 0.25  # a running request's StatsEvent at most this often
 DEFAULT_KV_GROUP_SIZE = 64
@@ -26,7 +30,7 @@ class EngineConfig:
     # (engine/hosting/memory_budget.py). Idle models are unloaded to make room, least recently
     # used first; a model that cannot fit is refused.
     memory_budget_bytes: int | None = None
-    prefill_chunk: int = DEFAULT_PREFILL_CHUNK
+    prefill_chunk: int | None = None  # None: DEFAULT_GPU_PREFILL_CHUNK on a GPU, else the CPU's
     # while other rows decode, a step's prompt chunk is sized so the step takes about this many
     # decode steps (engine/core/prefill_pacer.py); None: always whole chunks
     prefill_gap_factor: float | None = DEFAULT_PREFILL_GAP_FACTOR
@@ -53,3 +57,12 @@ class EngineConfig:
     # More drafters, by speculative method name, made on the engine thread from the loaded
     # target (the benchmarks' synthetic drafter); production code registers none.
     extra_drafters: tuple[tuple[str, Callable[[Any], Any]], ...] = ()
+
+    def step_prefill_chunk(self) -> int:
+        """The most prompt tokens one step processes (prefill_chunk, or the device's default)."""
+        if self.prefill_chunk is not None:
+            return self.prefill_chunk
+        import mlx.core as mx
+
+        on_gpu = mx.default_device().type == mx.DeviceType.gpu
+        return DEFAULT_GPU_PREFILL_CHUNK if on_gpu else DEFAULT_PREFILL_CHUNK

@@ -68,7 +68,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="synthetic drafter's acceptance rates",
     )
     p.add_argument("--repeats", type=int, default=DEFAULT_REPEATS, help="alternated runs each")
-    p.add_argument("--prefill-chunk", type=int, default=512)
+    p.add_argument(
+        "--prefill-chunk", type=int, default=None, help="default: the engine's, by device"
+    )
     p.add_argument("--long-tokens", type=int, default=2048, help="long-prompt workload's prompt")
     p.add_argument("--no-baseline", action="store_true", help="skip mlx-lm's BatchGenerator")
     p.add_argument("--no-check", action="store_true", help="skip the mlx_lm.generate check")

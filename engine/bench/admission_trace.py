@@ -19,7 +19,7 @@ from typing import Any
 from mlx_lm.generate import BatchGenerator
 
 from engine.bench.workloads import messages_for, prompt_ids
-from engine.config import DEFAULT_PREFILL_CHUNK, DEFAULT_PREFILL_GAP_FACTOR
+from engine.config import DEFAULT_PREFILL_GAP_FACTOR
 from engine.requests import ErrorEvent, GenerationRequest, TokenEvent
 
 DEFAULT_CONCURRENCY = 32
@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="random:tiny")
     parser.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY)
     parser.add_argument("--repeats", type=int, default=DEFAULT_REPEATS)
-    parser.add_argument("--prefill-chunk", type=int, default=DEFAULT_PREFILL_CHUNK)
+    parser.add_argument("--prefill-chunk", type=int, default=None, help="default: by device")
     parser.add_argument(
         "--gap-factor",
         default=str(DEFAULT_PREFILL_GAP_FACTOR),
@@ -151,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     report = {
         "model": loaded.info.name,
         "concurrency": args.concurrency,
-        "prefill_chunk": args.prefill_chunk,
+        "prefill_chunk": config.step_prefill_chunk(),
         "gap_factor": config.prefill_gap_factor,
         "prompt_tokens": [len(p) for p in prompts],
         "ours_all_first_s": median(r["all_first_s"] for r in ours),
@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     print(
         f"{report['model']}, {args.concurrency} prompts at once, prefill chunk "
-        f"{args.prefill_chunk}, gap factor {config.prefill_gap_factor} ({args.repeats} runs each)"
+        f"{config.step_prefill_chunk()}, gap factor {config.prefill_gap_factor} ({args.repeats} runs each)"
     )
     print_steps(report["ours_steps"])
     print(

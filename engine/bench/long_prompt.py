@@ -65,19 +65,18 @@ async def measure(
     *,
     long_tokens: int,
     running: int,
-    prefill_chunk: int,
+    prefill_chunk: int | None,
     settle_tokens: int,
     gap_factor: float | None,
 ) -> dict[str, Any]:
-    engine = Engine(
-        EngineConfig(
-            model=model,
-            prefill_chunk=prefill_chunk,
-            prefill_gap_factor=gap_factor,
-            prompt_cache=False,
-            log_blas=False,
-        )
+    config = EngineConfig(
+        model=model,
+        prefill_chunk=prefill_chunk,
+        prefill_gap_factor=gap_factor,
+        prompt_cache=False,
+        log_blas=False,
     )
+    engine = Engine(config)
     engine.start()
     await engine.wait_ready()
     tokenizer = await engine.run_on_engine_thread(
@@ -122,7 +121,7 @@ async def measure(
         "workload": "long-prompt",
         "long_prompt_tokens": len(long_prompt),
         "running_chats": running,
-        "prefill_chunk": prefill_chunk,
+        "prefill_chunk": config.step_prefill_chunk(),
         "prefill_gap_factor": gap_factor,
         "gap_p99_without_s": round(p99(quiet), 4),
         "gap_median_without_s": round(statistics.median(quiet), 4),
@@ -134,7 +133,9 @@ async def measure(
     }
 
 
-def run_sync(model: str | None, *, long_tokens: int, prefill_chunk: int) -> list[dict[str, Any]]:
+def run_sync(
+    model: str | None, *, long_tokens: int, prefill_chunk: int | None
+) -> list[dict[str, Any]]:
     """Paced prefill (the default) and whole chunks (before the pacer), one after the other."""
     return [
         asyncio.run(

@@ -53,7 +53,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--context", type=int, default=DEFAULT_CONTEXT, help="prompt tokens per row")
     p.add_argument("--tokens", type=int, default=DEFAULT_TOKENS, help="timed steps per run")
     p.add_argument("--repeats", type=int, default=DEFAULT_REPEATS, help="alternated runs each")
-    p.add_argument("--prefill-chunk", type=int, default=512)
+    p.add_argument(
+        "--prefill-chunk", type=int, default=None, help="default: the engine's, by device"
+    )
     p.add_argument("--only", nargs="+", default=None, help="run only these rungs")
     p.add_argument("--json", type=Path, default=None, help="write results here")
     return p.parse_args(argv)

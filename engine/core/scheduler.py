@@ -48,7 +48,7 @@ class Scheduler:
         self.waiting: deque[RequestState] = deque()
         self.prefilling: list[RequestState] = []
         self.pacer = PrefillPacer(
-            max_chunk=config.prefill_chunk, gap_factor=config.prefill_gap_factor
+            max_chunk=config.step_prefill_chunk(), gap_factor=config.prefill_gap_factor
         )
         self.running: list[RequestState] = []  # in the executor's batch
         self._leaving: list[RequestState] = []  # ended; the executor still holds their caches

@@ -34,7 +34,7 @@ class CoreFactory:
         """A drafter over a loaded draft model (ValueError when it cannot draft)."""
         from engine.speculative.draft_model import DraftModelDrafter
 
-        return DraftModelDrafter(draft, prefill_chunk=self.config.prefill_chunk)
+        return DraftModelDrafter(draft, prefill_chunk=self.config.step_prefill_chunk())
 
     def _reuse(self, target: Any) -> Any:
         if not self.config.prompt_cache:

@@ -40,3 +40,48 @@ def test_one_slow_step_moves_the_chunk_by_at_most_half():
     n = settle(pacer, decode=0.1, fixed=0.0, per_token=0.001)
     pacer.observe(100.0, prefill_tokens=n, decoding=True)
     assert pacer.budget(decoding=True) >= n // 2
+
+
+def test_a_fixed_cost_that_alone_breaks_the_gap_gives_few_large_chunks_not_many_small_ones():
+    """As on the H200 (random 1B): a decode step of 7 ms, and 45 ms more for any step with
+    prefill (new shapes, rows joining). No chunk keeps three decode steps, so the pacer takes
+    chunks whose tokens cost about what the fixed part does (0.045 / 3e-5 = 1500 tokens) instead
+    of admitting a burst of chats 16 tokens per step."""
+    pacer = PrefillPacer(max_chunk=2048)
+    pacer.observe(0.007, prefill_tokens=0, decoding=True)
+    seen = []
+    for _ in range(8):
+        n = pacer.budget(decoding=True)
+        seen.append(n)
+        pacer.observe(0.007 + 0.045 + n * 3e-5, prefill_tokens=n, decoding=True)
+    assert min(seen) >= 16 and seen[-1] >= 1400
+    line = pacer.cost_line()
+    assert line is not None and abs(line.fixed_s - 0.045) < 0.005
+    assert abs(settle(pacer, decode=0.007, fixed=0.045, per_token=3e-5) - 1500) < 50
+
+
+def test_the_cost_line_needs_two_chunk_sizes():
+    pacer = PrefillPacer(max_chunk=512)
+    pacer.observe(0.1, prefill_tokens=0, decoding=True)
+    pacer.observe(0.2, prefill_tokens=64, decoding=True)
+    assert pacer.cost_line() is None
+    pacer.observe(0.3, prefill_tokens=128, decoding=True)
+    line = pacer.cost_line()
+    assert line is not None and abs(line.per_token_s - 0.1 / 64) < 1e-9
+    assert abs(line.fixed_s) < 1e-9
+
+
+def test_prompts_processed_alone_size_the_first_chunk_beside_decoding_rows():
+    """Steps with no decoding row (the chats' own prompts, at the start) fit the cost line, so
+    the first long prompt beside running chats starts at the right size, not at 64 tokens."""
+    cpu = PrefillPacer(max_chunk=512)
+    for tokens in (40, 120, 300):
+        cpu.observe(0.02 + 0.001 * tokens, prefill_tokens=tokens, decoding=False)
+    cpu.observe(0.09, prefill_tokens=0, decoding=True)
+    assert abs(cpu.budget(decoding=True) - 160) <= 1  # 0.02 + 160 * 0.001 = 2 decode steps
+    gpu = PrefillPacer(max_chunk=2048)
+    for tokens in (120, 2047):
+        gpu.observe(0.045 + 3e-5 * tokens, prefill_tokens=tokens, decoding=False)
+    gpu.observe(0.007, prefill_tokens=0, decoding=True)
+    assert abs(gpu.budget(decoding=True) - 1500) <= 1
+    assert PrefillPacer(max_chunk=512).budget(decoding=True) == 64  # nothing measured yet
