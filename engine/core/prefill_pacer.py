@@ -14,16 +14,22 @@ forward and every row joining the batch costs tens of milliseconds, against a de
 few), smaller chunks cannot keep the gap: they only add more such steps, and a burst of chats
 arriving together was admitted one row per step (0.7 s until 32 rows had a first token on the
 H200, against BatchGenerator's 0.2 s). The pacer fits a line (fixed + per-token cost) to the
-chunk sizes it has seen, and in that case takes chunks whose tokens cost about what the fixed
-part costs: each such step at most twice its least, and as few of them as that allows.
+chunk sizes it has seen (prompts processed alone included), and in that case takes chunks whose
+tokens cost about what the fixed part costs: each such step at most twice its least, and as few
+of them as that allows. The line also sizes the first chunk beside decoding rows; otherwise the
+last step's own cost resizes the chunk, which follows a prompt whose tokens grow dearer as its
+context grows (a line over older steps lags behind it).
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass, field
 
 from engine.config import DEFAULT_PREFILL_GAP_FACTOR
+
+log = logging.getLogger(__name__)
 
 DEFAULT_MIN_CHUNK = 16  # below this a prompt would barely move
 DEFAULT_FIRST_CHUNK = 64  # beside decoding rows, before a step with prefill was measured
@@ -84,24 +90,35 @@ class PrefillPacer:
         wanted = self._wanted()
         self._remember(prefill_tokens, spent)
         line = self.cost_line()
-        if line is not None:
+        if line is not None and self._gap_unreachable(line, wanted):
             target, grow = self._target(line, wanted)
-        elif prefill_tokens <= self.min_chunk and spent > wanted:
+        elif line is None and prefill_tokens <= self.min_chunk and spent > wanted:
             target, grow = MAX_RESIZE * prefill_tokens, MAX_RESIZE  # a second size to fit a line
         else:
             target, grow = prefill_tokens * wanted / spent, MAX_RESIZE
         current = self.chunk if self.chunk is not None else prefill_tokens
         target = min(max(target, current / MAX_RESIZE), current * grow)
         self.chunk = max(self.min_chunk, min(self.max_chunk, round(target)))
+        log.debug(
+            "%d prompt tokens took %.1f ms (wanted %.1f ms), line %s: next chunk %d",
+            prefill_tokens,
+            1e3 * spent,
+            1e3 * wanted,
+            line,
+            self.chunk,
+        )
 
     def _wanted(self) -> float:
         """The prompt's share of a step that keeps the gap: (gap_factor - 1) decode steps."""
         assert self.gap_factor is not None and self.decode_s is not None
         return (self.gap_factor - 1.0) * self.decode_s
 
+    def _gap_unreachable(self, line: CostLine, wanted: float) -> bool:
+        return line.fixed_s + line.per_token_s * self.min_chunk >= wanted
+
     def _target(self, line: CostLine, wanted: float) -> tuple[float, float]:
         """The chunk the cost line asks for, and how far one step may grow towards it."""
-        if line.fixed_s + line.per_token_s * self.min_chunk >= wanted:
+        if self._gap_unreachable(line, wanted):
             # no chunk keeps the gap: as few steps as possible, each at most twice its least
             return line.tokens_for(2 * line.fixed_s), math.inf
         return line.tokens_for(wanted), MAX_RESIZE
