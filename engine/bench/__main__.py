@@ -9,7 +9,6 @@ import argparse
 import asyncio
 import json
 import logging
-import os
 import platform
 import statistics
 import sys
@@ -32,6 +31,7 @@ from engine.bench.baselines import (
     run_single_stream,
 )
 from engine.bench.charts import speedup_chart
+from engine.bench.process_exit import run_and_exit
 from engine.bench.synthetic import SyntheticDrafter
 from engine.bench.workloads import WORKLOADS, messages_for, prompt_ids
 from engine.core.step_timing import StepTiming
@@ -387,15 +387,5 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if all(r.get("lossless") is not False for r in report["results"]) else 1
 
 
-def exit_now(code: int) -> None:
-    """Leave without the interpreter's teardown: MLX used from the engine's own thread can abort
-    in its static destructors at exit on CUDA ("terminate called without an active exception",
-    exit code 134, after the results were written; mlx issue #3126). Everything is written and
-    flushed by now, so nothing is lost."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
-
-
 if __name__ == "__main__":
-    exit_now(main())
+    run_and_exit(main)

@@ -29,7 +29,8 @@ from typing import Any
 
 import engine  # noqa: F401  (OpenBLAS before MLX)
 from engine.bench import ladder_rungs as rungs
-from engine.bench.__main__ import exit_now, machine
+from engine.bench.__main__ import machine
+from engine.bench.process_exit import run_and_exit
 from engine.bench.synthetic import SyntheticDrafter
 
 DEFAULT_BATCHES = (1, 32)
@@ -230,4 +231,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    exit_now(main())
+    run_and_exit(main)

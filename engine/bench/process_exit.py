@@ -1,0 +1,28 @@
+"""How a benchmark script leaves: without the interpreter's teardown, with its exit code."""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from collections.abc import Callable
+
+
+def exit_now(code: int) -> None:
+    """Leave without the interpreter's teardown: MLX used from the engine's own thread can abort
+    in its static destructors at exit on CUDA ("terminate called without an active exception",
+    exit code 134, after the results were written; mlx issue #3126). Everything is written and
+    flushed by now, so nothing is lost."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def run_and_exit(main: Callable[[], int]) -> None:
+    """main(), then exit_now with its code; when it raised, its traceback and code 1."""
+    try:
+        code = main()
+    except BaseException:  # noqa: BLE001 - printed; the teardown would abort over it
+        traceback.print_exc()
+        code = 1
+    exit_now(code)
