@@ -31,6 +31,7 @@ from app.models.model_catalog import ModelEntry, list_models, validate_folder
 from app.models.mtp_weights import MTP_WEIGHTS_KEY, check_mtp_weights
 from app.models.prompt_cache_clearer import PromptCacheClearer
 from app.store.conversation_store import Store
+from app.widgets.folder_dialog import open_folder_dialog
 from engine.requests import EngineStats, ModelInfo
 
 MODEL_DIRS_KEY = "model_dirs"
@@ -274,10 +275,7 @@ class ModelsDialog(QDialog):
     # -- internals -----------------------------------------------------------------------------
 
     def _browse(self) -> None:
-        dialog = QFileDialog(self, "Add a model folder")
-        dialog.setFileMode(QFileDialog.FileMode.Directory)
-        dialog.fileSelected.connect(self.add_folder)
-        dialog.open()
+        open_folder_dialog(self, "Add a model folder", self.add_folder)
 
     def _browse_mtp(self) -> None:
         dialog = QFileDialog(self, "Choose the MTP weights (safetensors)")

@@ -7,9 +7,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QComboBox, QFileDialog, QHBoxLayout, QLabel, QToolButton, QWidget
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QToolButton, QWidget
 
 from app.models.model_catalog import ModelEntry, check_draft, model_folder
+from app.widgets.folder_dialog import open_folder_dialog
 from app.widgets.form_fields import select_data
 from engine.requests import ModelInfo
 
@@ -115,10 +116,7 @@ class DraftModelRow(QWidget):
         self.chosen.emit(path)
 
     def _browse(self) -> None:
-        dialog = QFileDialog(self, "Choose a draft model folder")
-        dialog.setFileMode(QFileDialog.FileMode.Directory)
-        dialog.fileSelected.connect(self._add_path)
-        dialog.open()
+        open_folder_dialog(self, "Choose a draft model folder", self._add_path)
 
     def _add_path(self, path: str) -> None:
         if path and self.combo.findData(path) < 0:

@@ -16,15 +16,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from mlx_lm.generate import BatchGenerator
-
+from engine.bench.baselines import batch_generator
 from engine.bench.workloads import messages_for, prompt_ids
 from engine.config import DEFAULT_PREFILL_GAP_FACTOR
 from engine.requests import ErrorEvent, GenerationRequest, TokenEvent
 
 DEFAULT_CONCURRENCY = 32
 DEFAULT_REPEATS = 3
-DEFAULT_BATCHGEN_STEP = 2048  # BatchGenerator's prefill_step_size in the benchmark
 
 
 def trace_ours(core: Any, prompts: list[list[int]]) -> dict:
@@ -85,12 +83,7 @@ def trace_ours(core: Any, prompts: list[list[int]]) -> dict:
 def trace_batch_generator(model: Any, tokenizer: Any, prompts: list[list[int]]) -> dict:
     """BatchGenerator, as the benchmark drives it, until every row has a first token."""
     start = time.perf_counter()
-    gen = BatchGenerator(
-        model,
-        stop_tokens=[[t] for t in tokenizer.eos_token_ids],
-        completion_batch_size=max(32, len(prompts)),
-        prefill_step_size=DEFAULT_BATCHGEN_STEP,
-    )
+    gen = batch_generator(model, tokenizer, len(prompts))
     uids = gen.insert(prompts, [64] * len(prompts))
     first: dict[int, float] = {}
     while len(first) < len(uids) and (responses := gen.next_generated()):

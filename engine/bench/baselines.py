@@ -90,17 +90,22 @@ def run_mlx_lm_speculative(
     return RunResult([out], time.perf_counter() - start, [first or 0.0])
 
 
+def batch_generator(model: Any, tokenizer: Any, rows: int) -> BatchGenerator:
+    """mlx-lm's BatchGenerator as the benchmark runs it, for `rows` prompts at once."""
+    return BatchGenerator(
+        model,
+        stop_tokens=[[t] for t in tokenizer.eos_token_ids],
+        completion_batch_size=max(32, rows),
+        prefill_step_size=DEFAULT_PREFILL_STEP,
+    )
+
+
 def run_batch_generator(
     model: Any, tokenizer: Any, prompts: list[list[int]], max_tokens: int
 ) -> RunResult:
     """mlx-lm's continuous batching, as `mlx_lm.batch_generate` drives it."""
     start = time.perf_counter()
-    gen = BatchGenerator(
-        model,
-        stop_tokens=[[t] for t in tokenizer.eos_token_ids],
-        completion_batch_size=max(32, len(prompts)),
-        prefill_step_size=DEFAULT_PREFILL_STEP,
-    )
+    gen = batch_generator(model, tokenizer, len(prompts))
     uids = gen.insert(prompts, [max_tokens] * len(prompts))
     tokens = {uid: [] for uid in uids}
     first: dict[int, float] = {}

@@ -203,3 +203,25 @@ def test_copy_link_says_copied_for_a_moment(qtbot, monkeypatch):
     assert 'href="copy:0"' in html and 'href="copy:1"' in html  # the link still works
     assert spin(lambda: body.document().find("Copied ✓").isNull(), 2)
     assert body.document().toPlainText().count("Copy") == 2
+
+
+def test_the_folder_dialog_blocks_only_its_window_asks_for_a_folder_and_hands_it_on(
+    qtbot, tmp_path
+):
+    from PySide6.QtWidgets import QFileDialog, QWidget
+
+    from app.widgets.folder_dialog import open_folder_dialog
+
+    parent = QWidget()
+    qtbot.addWidget(parent)
+    chosen: list[str] = []
+    dialog = open_folder_dialog(parent, "Add a model folder", chosen.append)
+    try:
+        assert dialog.isVisible()  # open(): modal to its window only, the app runs on
+        assert dialog.windowModality() == Qt.WindowModality.WindowModal
+        assert dialog.fileMode() == QFileDialog.FileMode.Directory
+        assert dialog.windowTitle() == "Add a model folder"
+        dialog.fileSelected.emit(str(tmp_path))
+        assert chosen == [str(tmp_path)]
+    finally:
+        dialog.reject()
