@@ -13,8 +13,8 @@ from typing import Any
 import mlx.core as mx
 from mlx_lm.models.cache import make_prompt_cache
 
+from engine.cache.batch_rows import merge_row_caches
 from engine.cache.kv_quant import merge_layer
-from engine.cache.ragged import as_ragged
 from engine.cache.recurrent import set_lengths
 from engine.models import load_model as load_any
 from engine.sampling import greedy_tokens, log_softmax
@@ -45,8 +45,7 @@ def prefilled_batch(model: Any, prompts: list[list[int]], *, ours: bool = True) 
         model(mx.array([prompt]), cache=cache)
         mx.eval([c.state for c in cache])
         rows.append(cache)
-    layers = [merge_layer([row[i] for row in rows]) for i in range(len(rows[0]))]
-    layers = as_ragged(layers) if ours else layers
+    layers = merge_row_caches(rows) if ours else [merge_layer(list(layer)) for layer in zip(*rows)]
     mx.eval([c.state for c in layers])
     return layers
 
