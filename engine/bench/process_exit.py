@@ -19,9 +19,14 @@ def exit_now(code: int) -> None:
 
 
 def run_and_exit(main: Callable[[], int]) -> None:
-    """main(), then exit_now with its code; when it raised, its traceback and code 1."""
+    """main(), then exit_now with its code: a SystemExit's own, or code 1 and the traceback when
+    it raised."""
     try:
         code = main()
+    except SystemExit as done:  # argparse's --help (0) and usage errors (2)
+        code = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+        if done.code is not None and not isinstance(done.code, int):
+            print(done.code, file=sys.stderr)
     except BaseException:  # noqa: BLE001 - printed; the teardown would abort over it
         traceback.print_exc()
         code = 1
