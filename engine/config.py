@@ -13,6 +13,7 @@ DEFAULT_PREFILL_CHUNK = 512
 DEFAULT_GPU_PREFILL_CHUNK = 2048
 DEFAULT_MAX_BATCH = 16
 DEFAULT_STATS_INTERVAL_S = 0.25  # a running request's StatsEvent at most this often
+DEFAULT_STREAM_INTERVAL_S = 0.02  # tokens reach asyncio at most this late (hosting/event_outbox.py)
 DEFAULT_KV_GROUP_SIZE = 64
 DEFAULT_PREFILL_GAP_FACTOR = 3.0  # engine/core/prefill_pacer.py
 
@@ -37,6 +38,9 @@ class EngineConfig:
     max_batch: int = DEFAULT_MAX_BATCH
     max_context: int | None = None  # cap below the model's own context length
     stats_interval_s: float = DEFAULT_STATS_INTERVAL_S
+    # tokens leave the MLX thread in batches at most this old (a first token and a reply's end
+    # at once); 0: every step
+    stream_interval_s: float = DEFAULT_STREAM_INTERVAL_S
     # the prompt cache reuses computed prompts across turns, tabs and restarts; None takes the
     # default of engine/cache/settings.py (folder: $TANDEM_PROMPT_CACHE_DIR, else the user cache
     # folder; RAM: DEFAULT_RAM_BYTES; disk: DEFAULT_DISK_BYTES, 0 keeps it in RAM only)

@@ -25,6 +25,7 @@ from typing import Any
 from engine import blas
 from engine import worker_commands as commands
 from engine.config import EngineConfig
+from engine.hosting.event_outbox import EventOutbox
 from engine.hosting.fair_share import FairShare
 from engine.hosting.model_loader import slice_seconds
 from engine.hosting.request_router import RequestRouter
@@ -59,7 +60,8 @@ class EngineWorker(threading.Thread):
     ) -> None:
         super().__init__(name="tandem-mlx", daemon=True)
         self.config = config
-        self._deliver = deliver
+        self._outbox = EventOutbox(deliver, interval_s=config.stream_interval_s)
+        self._deliver = self._outbox.add
         self._announce = announce
         self._died = died
         self._commands: queue.Queue = queue.Queue()
@@ -130,6 +132,10 @@ class EngineWorker(threading.Thread):
             self._run()
         except BaseException as exc:  # noqa: BLE001 - reported, so nothing waits forever
             log.exception("the engine thread died")
+            try:
+                self._outbox.flush()  # what was produced before still arrives, first
+            except Exception:  # noqa: BLE001 - the loop may be gone
+                log.exception("could not deliver the last events")
             self._set_status("error", error=f"the engine thread died: {exc!r}")
             if self._died is not None:
                 self._died(repr(exc))
@@ -140,8 +146,11 @@ class EngineWorker(threading.Thread):
         self._setup()
         running = True
         while running:
+            busy = self._busy()
+            if not busy:
+                self._outbox.flush()  # nothing held while the thread waits
             try:
-                command = self._commands.get(block=not self._busy(), timeout=DEFAULT_IDLE_WAIT_S)
+                command = self._commands.get(block=not busy, timeout=DEFAULT_IDLE_WAIT_S)
             except queue.Empty:
                 command = None
             while command is not None:
@@ -186,6 +195,7 @@ class EngineWorker(threading.Thread):
 
     def _turn(self) -> None:
         """One model's step, a slice of loading, the prompt cache's share."""
+        self._outbox.flush_due()
         key = self.fair.pick(k for k, h in self.pool.models.items() if h.has_work())
         if key is not None:
             self._step(key)
@@ -335,6 +345,7 @@ class EngineWorker(threading.Thread):
             if hosted.core is not None:
                 hosted.core.scheduler.cancel_all("the engine stopped")
                 self._deliver(hosted.core.step())
+        self._outbox.flush()
         self.pool.close()
         if self.factory.prompt_cache is not None:
             self.factory.prompt_cache.close()  # finishes pending disk writes

@@ -246,4 +246,5 @@ async def engine_api(eng: Any, prompts: list, tokens: int, *, verify: bool = Fal
         "plain_steps": timing.plain_steps,
         "verify_rounds": timing.verify_rounds,
         "ttft_spread_ms": round(1e3 * (max(run.ttft_s) - min(run.ttft_s)), 2),
+        "step_timing_ms": timing.per_round_ms(),
     }

@@ -9,6 +9,11 @@ host work can overlap it, before `verify_collect` picks the target's tokens.
 With KV quantization (`kv`), layers whose cache reaches `kv.start` positions are converted to
 BatchQuantizedKVCache after a row joins, after each decode step and after each verify round's
 rollback (engine/cache/kv_quant.py).
+
+A row that decodes alone without speculating keeps its own plain KVCache (`solo`), as
+`mlx_lm.generate` does: a batch cache costs each layer per-row offsets and extra ops every step,
+which on a GPU, where a small model's step is bound by host work, is ~15% of a step. The row
+moves into a batch cache when another row joins or it drafts, and back when it is left alone.
 """
 
 from __future__ import annotations
@@ -17,12 +22,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import mlx.core as mx
+from mlx_lm.models.cache import BatchKVCache, KVCache
 
 from engine.cache.batch_rows import merge_row_caches
 from engine.cache.kv_quant import KVQuant, extend_layer, quantize_batch_cache
+from engine.cache.ragged import RaggedBatchKVCache
 from engine.cache.recurrent import RecurrentSnapshot, has_recurrent, set_lengths
 from engine.core.request_state import RequestState
 from engine.hidden import split_forward
+from engine.requests import SpecMethod
 from engine.sampling import sample_positions, sample_rows
 from engine.speculative.rollback import rollback_rows
 
@@ -57,6 +65,7 @@ class DecodeBatch:
         self.replay: list[list[int]] = []
         self._verify: Verify | None = None
         self.unbatched = False  # the one row decodes on its own (unmergeable) cache
+        self.solo = False  # the one row decodes on its own plain KVCache (see above)
         # Some row's drafter reads the target's hidden states (engine/hidden.py): forwards
         # also give them, as `step_hidden` ([B, 1, d] at `step_starts`) and Verify.hidden.
         self.wants_hidden = False
@@ -82,14 +91,19 @@ class DecodeBatch:
         running batch once per layer; one row at a time would copy the batch once per row."""
         if not states:
             return
-        try:
-            batch_cache = merge_row_caches(row_caches)
-        except Exception:
-            if self.rows or len(states) > 1:
-                raise
-            # caches mlx-lm cannot batch (ChunkedKVCache, a model's own kind): such a model
-            # runs one row at a time (engine/core/batch_check.py), on the row's own cache
-            batch_cache, self.unbatched = row_caches[0], True
+        if self.solo:
+            self._leave_solo()
+        if not self.rows and len(states) == 1 and self._may_run_solo(states[0], row_caches[0]):
+            batch_cache, self.solo = row_caches[0], True
+        else:
+            try:
+                batch_cache = merge_row_caches(row_caches)
+            except Exception:
+                if self.rows or len(states) > 1:
+                    raise
+                # caches mlx-lm cannot batch (ChunkedKVCache, a model's own kind): such a model
+                # runs one row at a time (engine/core/batch_check.py), on the row's own cache
+                batch_cache, self.unbatched = row_caches[0], True
         if self.cache is None or not self.rows:
             self.cache = batch_cache
             self.recurrent = has_recurrent(batch_cache)
@@ -111,6 +125,7 @@ class DecodeBatch:
         if not indices:
             self.rows, self.lengths, self.cache, self.inputs = [], [], None, None
             self.input_is_sampled, self.replay, self.unbatched = [], [], False
+            self.solo = False
             return
         self.rows = [self.rows[i] for i in indices]
         self.replay = [self.replay[i] for i in indices]
@@ -120,6 +135,8 @@ class DecodeBatch:
         self.inputs = self.inputs[mx.array(indices)]
         for layer in self.cache:
             layer.filter(indices)
+        if len(self.rows) == 1:
+            self._enter_solo()
 
     def remove(self, states: list[RequestState]) -> None:
         gone = {id(s) for s in states}
@@ -128,9 +145,37 @@ class DecodeBatch:
     def extract(self, state: RequestState) -> list[Any]:
         """Single-row copies of one row's caches (for the prompt cache)."""
         i = self.index(state)
-        if self.unbatched:
+        if self.unbatched or self.solo:
             return list(self.cache)
         return [layer.extract(i) for layer in self.cache]
+
+    # -- one row on its own plain cache ----------------------------------------------------------
+
+    def _may_run_solo(self, state: RequestState, row_cache: list[Any]) -> bool:
+        return (
+            self.kv is None
+            and SpecMethod(state.request.speculative.method) is SpecMethod.OFF
+            and all(type(layer) is KVCache for layer in row_cache)
+        )
+
+    def _enter_solo(self) -> None:
+        """The last row left alone takes its cache out of the batch (one copy)."""
+        batched = (RaggedBatchKVCache, BatchKVCache)
+        if (
+            self.unbatched
+            or self.replay[0]
+            or self.kv is not None
+            or SpecMethod(self.rows[0].request.speculative.method) is not SpecMethod.OFF
+            or not all(type(layer) in batched for layer in self.cache)
+        ):
+            return
+        self.cache = [layer.extract(0) for layer in self.cache]
+        self.solo = True
+
+    def _leave_solo(self) -> None:
+        """The row on its own cache joins a batch cache (another row joins, or it drafts)."""
+        self.cache = merge_row_caches([self.cache])
+        self.solo = False
 
     # -- plain decoding --------------------------------------------------------------------------
 
@@ -194,6 +239,8 @@ class DecodeBatch:
     def verify_launch(self, pending: list[int], drafts: list[list[int]]) -> Verify:
         """Queue one target forward over every row's replayed tokens, pending input and draft
         (right-padded), and return at once so host work can overlap it."""
+        if self.solo:
+            self._leave_solo()
         x = [r + [t] + d for r, t, d in zip(self.replay, pending, drafts)]
         width = max(len(row) for row in x)
         snapshot = None

@@ -161,6 +161,7 @@ class EngineCore:
 
     def step(self) -> list[Event]:
         """Do one step's work; return the events it produced."""
+        begin = time.perf_counter()
         plan = self.scheduler.schedule()
         try:
             start = time.perf_counter()
@@ -175,4 +176,7 @@ class EngineCore:
             log.exception("an engine step failed")
             self.scheduler.fail_all(f"engine step failed: {exc}")
             self.executor.reset()
+        timing = self.scheduler.timing
+        timing.core_steps += 1
+        timing.core_s += time.perf_counter() - begin
         return self.scheduler.take_events()

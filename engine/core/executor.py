@@ -227,10 +227,14 @@ class ModelExecutor:
         start = time.perf_counter()
         self._last_drafts = {}
         launched = batch.step_launch()
+        t_launched = time.perf_counter()
         if batch.step_hidden is not None:
             self.inputs.keep_step(batch.rows, batch.step_hidden, batch.step_starts)
         while_waiting()
-        for state, token in batch.step_collect(launched):
+        t_wait = time.perf_counter()
+        collected = batch.step_collect(launched)
+        t_collected = time.perf_counter()
+        for state, token in collected:
             out.add_run(state.request_id, TokenRun([token]))
         for i, message in batch.sample_failures.items():
             out.fail(batch.rows[i].request_id, message)
@@ -239,6 +243,8 @@ class ModelExecutor:
         out.forward_costs.append((len(batch), 1, elapsed))
         out.timing.plain_steps += 1
         out.timing.plain_s += elapsed
+        out.timing.plain_launch_s += t_launched - start
+        out.timing.plain_wait_s += t_collected - t_wait
 
     def _verify_round(self, plan: list[DecodeRow], out: StepOutput, while_waiting) -> None:
         """Draft for every row that speculates, verify all rows in one target forward, keep

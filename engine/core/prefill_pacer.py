@@ -19,6 +19,14 @@ tokens cost about what the fixed part costs: each such step at most twice its le
 of them as that allows. The line also sizes the first chunk beside decoding rows; otherwise the
 last step's own cost resizes the chunk, which follows a prompt whose tokens grow dearer as its
 context grows (a line over older steps lags behind it).
+
+On CUDA most of that fixed cost was one thing: a forward over a number of tokens not seen before
+builds its attention graph (cuDNN), 25-30 ms for a 1B model on the H200 where the same forward
+again takes 5-7 ms. A pacer that picks any size pays it on most steps. There (`pow2`) a chunk
+beside decoding rows is a power of two, so a process builds at most a dozen such graphs in its
+life, and the pacer then measures what the tokens really cost. A prompt's last tokens go as
+powers of two too (300 = 256 + 32 + 8 + 4), each a cheap step. Metal and the CPU have no such
+cost and take the chunk as it is.
 """
 
 from __future__ import annotations
@@ -54,6 +62,7 @@ class PrefillPacer:
 
     max_chunk: int
     gap_factor: float | None = DEFAULT_PREFILL_GAP_FACTOR  # None: always whole chunks
+    pow2: bool = False  # chunks beside decoding rows are powers of two (see above)
     min_chunk: int = DEFAULT_MIN_CHUNK
     decode_s: float | None = None  # a step that only decodes (running mean)
     chunk: int | None = None  # the budget while rows decode (None: not measured yet)
@@ -72,6 +81,12 @@ class PrefillPacer:
             else:
                 chunk = round(self._target(line, self._wanted())[0])
         return max(self.min_chunk, min(self.max_chunk, chunk))
+
+    def fit(self, tokens: int, *, decoding: bool) -> int:
+        """The part of a row's `tokens` (> 0, within the budget) that one step takes."""
+        if self.pow2 and decoding and self.gap_factor is not None:
+            return 1 << (tokens.bit_length() - 1)
+        return tokens
 
     def observe(self, seconds: float, *, prefill_tokens: int, decoding: bool) -> None:
         """One step's wall time, with what it did."""

@@ -70,7 +70,7 @@ def _single_row(batch: DecodeBatch, i: int) -> list[Any] | None:
     """Row i's caches alone, trimmed back to what it held before the step (None: impossible,
     e.g. a wrapped sliding window or recurrent state already overwritten)."""
     try:
-        cache = [layer.extract(i) for layer in batch.cache]
+        cache = batch.extract(batch.rows[i])
         return cache if _trim_to(cache, batch.lengths[i]) else None
     except Exception:  # noqa: BLE001 - that row cannot be saved
         log.exception("could not take row %d out of the batch", i)

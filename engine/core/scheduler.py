@@ -20,6 +20,7 @@ from engine.core.prefill_pacer import PrefillPacer
 from engine.core.request_state import RequestState
 from engine.core.step_plan import DecodeRow, PrefillChunk, StepOutput, StepPlan, TokenRun
 from engine.core.step_timing import StepTiming
+from engine.device import on_cuda
 from engine.prompt import build_prompt
 from engine.requests import (
     ErrorEvent,
@@ -48,7 +49,9 @@ class Scheduler:
         self.waiting: deque[RequestState] = deque()
         self.prefilling: list[RequestState] = []
         self.pacer = PrefillPacer(
-            max_chunk=config.step_prefill_chunk(), gap_factor=config.prefill_gap_factor
+            max_chunk=config.step_prefill_chunk(),
+            gap_factor=config.prefill_gap_factor,
+            pow2=on_cuda(),
         )
         self.running: list[RequestState] = []  # in the executor's batch
         self._leaving: list[RequestState] = []  # ended; the executor still holds their caches
@@ -158,13 +161,14 @@ class Scheduler:
     def _prefill_chunks(self) -> list[PrefillChunk]:
         """Up to one chunk of prompt tokens, for the oldest requests: a smaller one while other
         rows decode, so that they keep a bounded gap between tokens (engine/core/prefill_pacer.py)."""
-        budget, chunks = self.pacer.budget(decoding=bool(self.running)), []
+        decoding = bool(self.running)
+        budget, chunks = self.pacer.budget(decoding=decoding), []
         for state in self.prefilling:
             if len(chunks) >= self.config.max_batch or budget <= 0:
                 break
             todo = len(state.prompt) - 1 - state.prefilled
             if todo > 0 and state.cache_ready:
-                n = min(todo, budget)
+                n = self.pacer.fit(min(todo, budget), decoding=decoding)
                 chunks.append(PrefillChunk(state, n))
                 budget -= n
         return chunks

@@ -14,6 +14,8 @@ from typing import Any
 
 import mlx.core as mx
 
+from engine.device import cuda_available
+
 DISABLE_ENV = "TANDEM_NO_GDN_KERNEL"
 WARP = 32
 THREADS_Y = 4  # value rows (warps) per block: 128 threads, as mlx-lm's Metal kernel
@@ -21,12 +23,6 @@ MAX_GRID_Z = 65535  # CUDA's limit on gridDim.z, which carries B * Hv
 MAX_DK = 1024  # keeps the per-lane state (Dk / 32 floats) in registers
 
 GatedDeltaFn = Callable[..., tuple[mx.array, mx.array]]
-
-
-def cuda_available() -> bool:
-    """Whether MLX runs on CUDA here (builds for Metal or the CPU may lack `mx.cuda`)."""
-    cuda = getattr(mx, "cuda", None)
-    return cuda is not None and bool(cuda.is_available())
 
 
 # The body MLX wraps in `__global__ void custom_kernel_<name>(const T* q, const Shape q_shape, ...,

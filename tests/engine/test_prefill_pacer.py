@@ -85,3 +85,30 @@ def test_prompts_processed_alone_size_the_first_chunk_beside_decoding_rows():
     gpu.observe(0.007, prefill_tokens=0, decoding=True)
     assert abs(gpu.budget(decoding=True) - 1500) <= 1
     assert PrefillPacer(max_chunk=512).budget(decoding=True) == 64  # nothing measured yet
+
+
+def test_on_cuda_chunks_beside_decoding_rows_are_powers_of_two():
+    """Each new forward length costs a graph build there: a few sizes, reused."""
+    pacer = PrefillPacer(max_chunk=2048, pow2=True)
+    assert [pacer.fit(n, decoding=True) for n in (1, 2, 3, 100, 300, 2047, 2048)] == [
+        1,
+        2,
+        2,
+        64,
+        256,
+        1024,
+        2048,
+    ]
+    assert pacer.fit(300, decoding=False) == 300  # nobody waits: the whole chunk
+    assert PrefillPacer(max_chunk=2048).fit(300, decoding=True) == 300  # Metal, the CPU
+    assert PrefillPacer(max_chunk=2048, gap_factor=None, pow2=True).fit(300, decoding=True) == 300
+
+
+def test_a_prompts_tail_goes_as_powers_of_two_and_is_all_processed():
+    pacer = PrefillPacer(max_chunk=2048, pow2=True)
+    todo, sizes = 300, []
+    while todo:
+        n = pacer.fit(min(todo, 256), decoding=True)
+        sizes.append(n)
+        todo -= n
+    assert sizes == [256, 32, 8, 4]
