@@ -225,3 +225,32 @@ def test_the_folder_dialog_blocks_only_its_window_asks_for_a_folder_and_hands_it
         assert chosen == [str(tmp_path)]
     finally:
         dialog.reject()
+
+
+def test_the_folder_dialog_opens_at_home_then_beside_the_last_folder_picked(
+    qtbot, tmp_path, monkeypatch
+):
+    """Never in the folder the app was started from."""
+    from pathlib import Path
+
+    from PySide6.QtWidgets import QWidget
+
+    from app.widgets import folder_dialog
+
+    monkeypatch.setattr(folder_dialog, "_last_parent", None)
+    monkeypatch.chdir(tmp_path)
+    parent = QWidget()
+    qtbot.addWidget(parent)
+    first = folder_dialog.open_folder_dialog(parent, "Add a model folder", lambda _: None)
+    try:
+        assert Path(first.directory().absolutePath()) == Path.home().resolve()
+        models = tmp_path / "models" / "qwen"
+        models.mkdir(parents=True)
+        first.fileSelected.emit(str(models))
+    finally:
+        first.reject()
+    second = folder_dialog.open_folder_dialog(parent, "Add a model folder", lambda _: None)
+    try:
+        assert Path(second.directory().absolutePath()) == (tmp_path / "models").resolve()
+    finally:
+        second.reject()
