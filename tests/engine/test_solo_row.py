@@ -23,9 +23,9 @@ LOOKUP = SpeculativeParams(method=SpecMethod.PROMPT_LOOKUP, draft_tokens=3)
 def make_core(tiny, **config) -> EngineCore:
     loaded = load_model(str(tiny.path))
     config.setdefault("prefill_chunk", 16)
+    config.setdefault("prompt_cache", False)
     config = EngineConfig(
         model=str(tiny.path),
-        prompt_cache=False,
         log_blas=False,
         extra_drafters=SYNTH.entry(),
         **config,
@@ -132,3 +132,20 @@ def test_kv_quantization_keeps_the_batch_cache(tiny):
     drive.finish()
     assert len(drive.tokens[rid]) == N
     assert not any(solo for _, solo in drive.modes)
+
+
+def test_a_solo_row_on_a_cached_prompt_leaves_the_stored_entry_intact(tiny):
+    """The row decodes on the caches the prompt cache handed out, and stores its own at the
+    end: a third run of the same prompt, served from the cache again, is still exact."""
+    from engine.cache.prompt_cache import PromptCache
+    from engine.cache.reuse import PromptReuse
+
+    core = make_core(tiny)
+    core.executor.reuse = PromptReuse(PromptCache(disk_bytes=0), core.target)
+    for _ in range(3):
+        drive = Driver(core)
+        rid = drive.add(P_B, max_tokens=16)
+        drive.finish()
+        assert drive.tokens[rid] == tiny.greedy(P_B, 16)
+        assert (1, True) in drive.modes
+    assert core.executor.reuse.cache.stats().hits >= 2
