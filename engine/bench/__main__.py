@@ -23,7 +23,9 @@ from engine import blas
 from engine.api import Engine, EngineConfig
 from engine.bench.baselines import (
     RunResult,
+    add_single_stream,
     mismatches,
+    paired_ratio,
     reference_tokens,
     run_batch_generator,
     run_mlx_lm_speculative,
@@ -288,27 +290,25 @@ def make_row(args, c, spec, runs, base_runs, plain, base, expected, mlx_spec) ->
         else None,
         "lossless": all(r.tokens == expected for r in runs) if expected else None,
         "ours_runs_tokens_per_s": [round(r.tokens_per_s, 2) for r in runs],
+        "baseline_runs_tokens_per_s": [round(r.tokens_per_s, 2) for r in base_runs],
+        "ratio_paired": paired_ratio(
+            [r.tokens_per_s for r in runs], [r.tokens_per_s for r in base_runs]
+        ),
         "step_ms": timing.per_round_ms(),
         "verify_rounds": timing.verify_rounds,
         "plain_steps": timing.plain_steps,
     }
 
 
-def add_single_stream(row: dict, single_runs: list[RunResult], plain: float) -> None:
-    """At concurrency 1: mlx_lm.generate alone on the same prompt, and our plain decoding and
-    this row against it."""
-    single = statistics.median(r.tokens_per_s for r in single_runs) if single_runs else None
-    row["single_stream_tokens_per_s"] = round(single, 2) if single else None
-    row["ratio_vs_single_stream"] = round(row["ours_tokens_per_s"] / single, 3) if single else None
-    row["plain_ratio_vs_single_stream"] = round(plain / single, 3) if single else None
-
-
 def print_row(row: dict) -> None:
     base = row["baseline_tokens_per_s"]
     extra = f" mlx-lm {base:8.2f} tok/s ratio {row['ratio']:.3f}" if base else ""
+    if base and row.get("ratio_paired") is not None:
+        extra += f" (paired {row['ratio_paired']:.3f})"
     if row.get("single_stream_tokens_per_s"):
         extra += (
             f" generate {row['single_stream_tokens_per_s']:.2f} x{row['ratio_vs_single_stream']}"
+            f" (paired {row['ratio_vs_single_stream_paired']})"
         )
     accept = f" p={row['acceptance']}" if row["acceptance"] is not None else ""
     print(

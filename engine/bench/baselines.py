@@ -4,6 +4,7 @@ reference), and our engine through its public API."""
 from __future__ import annotations
 
 import asyncio
+import statistics
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -177,3 +178,23 @@ def mismatches(
             top = mx.sort(logits)[-2:]
             found.append({"row": row, "at": at, "margin": round(float(top[1] - top[0]), 5)})
     return found
+
+
+def paired_ratio(ours: list[float], theirs: list[float]) -> float | None:
+    """The median of run-by-run ratios (ours[i] / theirs[i], the runs alternated): a host that
+    switches speed between runs moves both sides of a pair alike, where a ratio of medians
+    compares runs made at different speeds."""
+    pairs = [a / b for a, b in zip(ours, theirs) if b > 0]
+    return round(statistics.median(pairs), 3) if pairs else None
+
+
+def add_single_stream(row: dict, single_runs: list[RunResult], plain: float) -> None:
+    """At concurrency 1: mlx_lm.generate alone on the same prompt, and our plain decoding and
+    this row against it."""
+    single = statistics.median(r.tokens_per_s for r in single_runs) if single_runs else None
+    row["single_stream_tokens_per_s"] = round(single, 2) if single else None
+    row["ratio_vs_single_stream"] = round(row["ours_tokens_per_s"] / single, 3) if single else None
+    row["plain_ratio_vs_single_stream"] = round(plain / single, 3) if single else None
+    theirs = [r.tokens_per_s for r in single_runs]
+    row["single_stream_runs_tokens_per_s"] = [round(t, 2) for t in theirs]
+    row["ratio_vs_single_stream_paired"] = paired_ratio(row["ours_runs_tokens_per_s"], theirs)
