@@ -125,8 +125,10 @@ class ContextMeter(QWidget):
         if level == "full":
             tip += "\nThe next message will not fit: start a new chat"
         self.setToolTip(tip)
-        fraction = (lambda n: n / limit) if limit else (lambda n: 0.0)
-        self.bar.set_fractions(fraction(used), fraction(draft or 0), level)
+        # without a known limit (a remote model that does not say) a bar would mean nothing
+        self.bar.setVisible(bool(limit))
+        if limit:
+            self.bar.set_fractions(used / limit, (draft or 0) / limit, level)
 
 
 def _tokens(n: int) -> str:

@@ -217,6 +217,7 @@ def test_context_meter_and_a_message_that_does_not_fit(qtbot, window, fake_engin
     assert spin(lambda: meter.budget.used is not None, 5)
     assert meter.budget.used == stats.context_tokens
     assert meter.text() == f"{stats.context_tokens} / 2,048"
+    assert meter.bar.isVisibleTo(tab)  # a known limit: the bar shows the share used
     tab.input.setPlainText("A short one")
     draft = controller.request_messages() + [{"role": "user", "content": "A short one"}]
     assert spin(lambda: meter.budget.with_draft == fake_count(draft), 5)

@@ -73,6 +73,9 @@ def test_a_chat_on_a_remote_server(store, fake_engine, remote):
         card = window.panel.chat_card
         assert card.value("ttft").endswith("ms") and card.value("rate") not in ("", "–")
         assert window.status.model_label.text()  # the window stays usable
+        meter = tab.context_meter
+        assert meter.budget.limit is None  # this server names no context length:
+        assert meter.text().endswith(" tokens") and not meter.bar.isVisible()  # no empty bar
         assert window.grab().save(str(SHOTS / "remote-chat.png"))
 
         # Stop cancels the request on the server
