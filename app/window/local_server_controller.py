@@ -19,6 +19,8 @@ from server.server_stats import ServerStats
 
 ENABLED_KEY = "local_server"
 PORT_KEY = "local_server_port"
+HOST_KEY = "local_server_host"
+EVERY_INTERFACE = "0.0.0.0"  # other machines on the network may connect
 KEYRING_SERVICE = "Tandem local server"  # the API key lives in the system keyring
 KEYRING_USER = "api-key"
 
@@ -49,6 +51,22 @@ class LocalServerController(QObject):
     @property
     def stats(self) -> ServerStats | None:
         return self._server.stats if self.running else None
+
+    def address(self) -> tuple[str, int]:
+        """Where it listens (or will): host and port (0: any free port)."""
+        host = self._store.setting(HOST_KEY) or DEFAULT_HOST
+        port = self._store.setting(PORT_KEY)
+        return str(host), DEFAULT_PORT if port is None else int(port)
+
+    def set_address(self, host: str, port: int) -> None:
+        """Keep where it listens; a running server restarts there."""
+        if (host, port) == self.address():
+            return
+        self._store.set_setting(HOST_KEY, host)
+        self._store.set_setting(PORT_KEY, int(port))
+        if self.running:
+            previous = self._task
+            self._task = asyncio.ensure_future(self._restart(previous))
 
     def api_key(self) -> str | None:
         """The key clients must send: the keyring's, else $TANDEM_API_KEY, else none."""
@@ -105,21 +123,15 @@ class LocalServerController(QObject):
         if previous is not None and not previous.done():
             await asyncio.wait([previous])
         if on and not self.running:
-            chosen = self._store.setting(PORT_KEY)
-            port = DEFAULT_PORT if chosen is None else int(chosen)  # 0: any free port
-            server = LocalServer(
-                self._bridge.engine,
-                host=DEFAULT_HOST,
-                port=port,
-                api_key=self.api_key(),
-            )
+            host, port = self.address()
+            server = LocalServer(self._bridge.engine, host=host, port=port, api_key=self.api_key())
             try:
                 await server.start()
             except OSError as exc:
                 logging.getLogger(__name__).warning("local server: %s", exc)
                 self._store.set_setting(ENABLED_KEY, False)
                 self.failed.emit(
-                    f"The local server cannot listen on port {port}: "
+                    f"The local server cannot listen on {host} port {port}: "
                     f"{exc.strerror or exc} (another program may use it)"
                 )
                 self.stateChanged.emit(False, "")

@@ -9,8 +9,6 @@ from pathlib import Path
 from PySide6.QtCore import QTimer, Signal
 from PySide6.QtGui import QCloseEvent
 from PySide6.QtWidgets import (
-    QInputDialog,
-    QLineEdit,
     QMainWindow,
     QTabWidget,
     QVBoxLayout,
@@ -39,6 +37,7 @@ from app.window.conversation_actions import ConversationActions
 from app.window.dock_layout import DockLayout
 from app.window.history_hooks import HistoryHooks
 from app.window.local_server_controller import LocalServerController
+from app.window.local_server_dialog import LocalServerDialog
 from app.window.menus import build_menus
 from app.window.settings_controller import SettingsController
 from app.window.shortcuts_dialog import ShortcutsDialog
@@ -239,17 +238,16 @@ class MainWindow(QMainWindow):
         dialog.raise_()
         return dialog
 
-    def ask_server_key(self) -> None:
-        """Ask for the local server's API key (empty: none)."""
-        key, ok = QInputDialog.getText(
-            self,
-            "Local server API key",
-            "Clients must send 'Authorization: Bearer <key>'. Leave empty to require none.",
-            QLineEdit.EchoMode.Password,
-        )
-        if ok and self.local_server.set_api_key(key.strip()):
-            said = "now requires this key" if key.strip() else "requires no key"
-            self.status.show_message(f"The local server {said}")
+    def show_local_server(self) -> LocalServerDialog:
+        """Models ▸ Local server…: on/off, where it listens, its API key."""
+        dialog = self._dialogs.get("local_server")
+        if dialog is None:
+            dialog = LocalServerDialog(self.local_server, self)
+            self._dialogs["local_server"] = dialog
+        dialog.refresh()
+        dialog.show()
+        dialog.raise_()
+        return dialog
 
     def show_remote_servers(self) -> RemoteServersDialog:
         dialog = self._dialogs.get("remote")

@@ -109,17 +109,19 @@ def build_menus(window: MainWindow) -> Actions:
     local_server = QAction("Local server (OpenAI API)", window)
     local_server.setCheckable(True)
     local_server.setStatusTip(
-        "Serve the loaded models to editors and scripts at http://127.0.0.1:8080/v1; "
+        "Serve the loaded models to editors and scripts (an OpenAI-compatible API); "
         "their requests join the chats' batch"
     )
     local_server.toggled.connect(
         lambda on: on != window.local_server.running and window.local_server.set_enabled(on)
     )
-    server_key = action("Local server API key…", window.ask_server_key)
-    server_key.setStatusTip("Require a key from the local server's clients (kept in the keyring)")
+    server_settings = action("Local server settings…", window.show_local_server)
+    server_settings.setStatusTip(
+        "Where the local server listens, its port, the API key its clients must send"
+    )
     remote = action("Remote servers…", window.show_remote_servers)
     remote.setStatusTip("Chat with models on OpenAI-compatible servers elsewhere")
-    fill(models_menu, models, remote, None, local_server, server_key)
+    fill(models_menu, models, remote, None, local_server, server_settings)
 
     help_menu = bar.addMenu("&Help")
     shortcuts = action("Keyboard shortcuts", window.show_shortcuts, "F1", "Ctrl+/")

@@ -95,7 +95,7 @@ def test_a_taken_port_says_so_and_turns_the_toggle_off(store, fake_engine):
         window = make_window(store, bridge)
         try:
             window.menu_actions.local_server.setChecked(True)
-            assert spin(lambda: "cannot listen on port" in window.status.currentMessage(), 10)
+            assert spin(lambda: "cannot listen on" in window.status.currentMessage(), 10)
             assert spin(lambda: not window.menu_actions.local_server.isChecked(), 5)
             assert not window.local_server.running
         finally:
@@ -131,5 +131,65 @@ def test_the_server_key_lives_in_the_keyring_and_guards_the_server(store, fake_e
         assert reply.status == 200
         assert server.set_api_key("")
         assert (KEYRING_SERVICE, KEYRING_USER) not in keys.passwords
+    finally:
+        close_window(window)
+
+
+def test_the_local_server_dialog_sets_where_it_listens_its_key_and_the_switch(store, fake_engine):
+    import socket
+
+    from remote_support import use_memory_keyring
+
+    from app.window.local_server_dialog import OPEN_WITHOUT_KEY
+
+    use_memory_keyring()
+    store.set_setting("local_server_port", 0)  # a free port
+    bridge = EngineBridge(fake_engine)
+    bridge.start()
+    window = make_window(store, bridge)
+    try:
+        dialog = window.show_local_server()
+        server = window.local_server
+        assert dialog.host.currentData() == "127.0.0.1"
+        assert dialog.port.text() == "any free port" and dialog.state.text() == "Off"
+        assert not dialog.warning.isVisibleTo(dialog)
+
+        dialog.enabled.setChecked(True)
+        dialog.apply()
+        assert spin(lambda: server.running, 10)
+        assert spin(lambda: dialog.state.text() == f"Running at {server.url}", 5)
+        assert window.menu_actions.local_server.isChecked()  # the menu follows
+
+        # every interface, without a key: the dialog warns; with a key it does not
+        dialog.host.setCurrentIndex(dialog.host.findData("0.0.0.0"))
+        assert dialog.warning.isVisibleTo(dialog) and dialog.warning.text() == OPEN_WITHOUT_KEY
+        dialog.resize(560, dialog.sizeHint().height())
+        assert dialog.grab().save(str(SHOTS / "local-server-dialog-open.png"))
+        dialog.key.setText("sk-lan")
+        assert not dialog.warning.isVisibleTo(dialog)
+        dialog.apply()  # the running server restarts there, with the key
+        assert spin(lambda: server.running and server._server.host == "0.0.0.0", 10)
+        assert server._server.api_key == "sk-lan" and server.address()[0] == "0.0.0.0"
+        port = server.url.rsplit(":", 1)[1].split("/")[0]
+        assert spin(lambda: f"http://127.0.0.1:{port}/v1 here" in dialog.state.text(), 5)
+        dialog.resize(560, dialog.sizeHint().height())
+        assert dialog.grab().save(str(SHOTS / "local-server-dialog.png"))
+
+        # a port that is taken: said in the dialog, and the switch goes off
+        with socket.socket() as taken:
+            taken.bind(("0.0.0.0", 0))
+            taken.listen()
+            dialog.port.setValue(taken.getsockname()[1])
+            dialog.apply()
+            assert spin(lambda: "cannot listen on" in dialog.state.text(), 10)
+            assert not dialog.enabled.isChecked() and not server.running
+
+        dialog.port.setValue(0)
+        dialog.enabled.setChecked(False)
+        dialog.apply()
+        assert spin(lambda: dialog.state.text() == "Off", 5)
+        reopened = window.show_local_server()  # the settings were kept
+        assert reopened is dialog and dialog.host.currentData() == "0.0.0.0"
+        assert dialog.key.text() == "sk-lan"
     finally:
         close_window(window)
