@@ -49,6 +49,24 @@ class RemoteServers(QObject):
         self.modelsChanged.emit()
         return server
 
+    async def change_key(self, server_id: str, api_key: str) -> list[str]:
+        """Give a kept server a new key ("" for none) once it lists its models with it; its
+        models. RemoteError (the server refuses it, cannot be reached) keeps the old key."""
+        server = self.registry.get(server_id)
+        if server is None:
+            raise ValueError("that server is no longer in the list")
+        old = self.registry.key(server)
+        self.registry.set_key(server, api_key)
+        try:
+            models = await self.backend.list_models(server)
+        except RemoteError:
+            self.registry.set_key(server, old)
+            raise
+        self.models[server.id] = models
+        self.problems.pop(server.id, None)
+        self.modelsChanged.emit()
+        return models
+
     def remove(self, server_id: str) -> None:
         self.registry.remove(server_id)
         self.models.pop(server_id, None)

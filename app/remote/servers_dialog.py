@@ -1,5 +1,5 @@
 """Models ▸ Remote servers…: add a server by URL (and API key, kept in the system keyring),
-see each server's models or why they cannot be listed, remove a server."""
+see each server's models or why they cannot be listed, give a server a new key, remove one."""
 
 from __future__ import annotations
 
@@ -46,6 +46,9 @@ class RemoteServersDialog(QDialog):
         self.list = QListWidget()
         self.remove_button = QPushButton("Remove")
         self.remove_button.clicked.connect(self._remove)
+        self.key_button = QPushButton("Change its key")
+        self.key_button.setToolTip("Give the selected server the API key typed below (tried before it is kept)")
+        self.key_button.clicked.connect(self._change_key)
         self.url = QLineEdit()
         self.url.setPlaceholderText(URL_HINT)
         self.name = QLineEdit()
@@ -67,6 +70,7 @@ class RemoteServersDialog(QDialog):
         row = QHBoxLayout()
         row.addWidget(self.add_button)
         row.addStretch(1)
+        row.addWidget(self.key_button)
         row.addWidget(self.remove_button)
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
         buttons.rejected.connect(self.reject)
@@ -99,6 +103,7 @@ class RemoteServersDialog(QDialog):
             item.setData(Qt.ItemDataRole.UserRole, server.id)
             self.list.addItem(item)
         self.remove_button.setEnabled(self.list.count() > 0)
+        self.key_button.setEnabled(self.list.count() > 0)
 
     def add_server(self, url: str, *, name: str = "", api_key: str = "") -> asyncio.Task:
         """Add as the form would (for tests too); the outcome shows in `message`."""
@@ -132,6 +137,38 @@ class RemoteServersDialog(QDialog):
             self.key.clear()
         finally:
             self.add_button.setEnabled(True)
+
+    def change_key(self, server_id: str, api_key: str) -> asyncio.Task | None:
+        """Give a server a new key as the button would (for tests too); the outcome shows in
+        `message`."""
+        if self._task is not None and not self._task.done():
+            return None
+        self.key_button.setEnabled(False)
+        self.message.setText("Trying the new key…")
+        self._task = asyncio.ensure_future(self._changing_key(server_id, api_key))
+        return self._task
+
+    def _change_key(self) -> None:
+        item = self.list.currentItem() or self.list.item(0)
+        if item is not None:
+            self.change_key(item.data(Qt.ItemDataRole.UserRole), self.key.text())
+
+    async def _changing_key(self, server_id: str, key: str) -> None:
+        server = self._servers.registry.get(server_id)
+        name = server.name if server is not None else "the server"
+        try:
+            models = await self._servers.change_key(server_id, key.strip())
+        except (ValueError, RemoteError) as exc:
+            self.message.setText(f"⚠ {exc} (its key is unchanged)")
+        except Exception as exc:  # noqa: BLE001 - e.g. no keyring on this system: say so
+            self.message.setText(f"⚠ Could not change the key: {exc}")
+        else:
+            said = "a new key" if key.strip() else "no key"
+            n = len(models)
+            self.message.setText(f"{name} now uses {said}: {n} model{'s' if n != 1 else ''}.")
+            self.key.clear()
+        finally:
+            self.key_button.setEnabled(self.list.count() > 0)
 
     def _remove(self) -> None:
         item = self.list.currentItem() or self.list.item(0)

@@ -50,6 +50,17 @@ def test_a_chat_on_a_remote_server(store, fake_engine, remote):
         run(dialog.add_server(served.url, name="Studio", api_key=KEY))
         assert dialog.message.text().startswith("Added Studio")
         (server,) = window.remote_servers.servers()
+        registry = window.remote_servers.registry
+        # a new key is tried before it is kept: a refused one leaves the old key in place
+        run(dialog.change_key(server.id, "sk-rotated-wrongly"))
+        assert "refused the API key" in dialog.message.text()
+        assert "unchanged" in dialog.message.text() and registry.key(server) == KEY
+        dialog.list.setCurrentRow(0)
+        dialog.key.setText(KEY)
+        dialog.key_button.click()  # as the user does: select, type, press
+        run(dialog._task)
+        assert dialog.message.text().startswith("Studio now uses a new key")
+        assert registry.key(server) == KEY and dialog.key.text() == ""
         SHOTS.mkdir(parents=True, exist_ok=True)
         assert dialog.grab().save(str(SHOTS / "remote-servers-dialog.png"))
         dialog.close()
