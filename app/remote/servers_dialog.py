@@ -47,7 +47,9 @@ class RemoteServersDialog(QDialog):
         self.remove_button = QPushButton("Remove")
         self.remove_button.clicked.connect(self._remove)
         self.key_button = QPushButton("Change its key")
-        self.key_button.setToolTip("Give the selected server the API key typed below (tried before it is kept)")
+        self.key_button.setToolTip(
+            "Give the selected server the API key typed below (tried before it is kept)"
+        )
         self.key_button.clicked.connect(self._change_key)
         self.url = QLineEdit()
         self.url.setPlaceholderText(URL_HINT)
