@@ -226,34 +226,27 @@ class MainWindow(QMainWindow):
     # -- models, help, the engine --------------------------------------------------------------
 
     def show_models(self) -> ModelsDialog:
-        dialog = self._dialogs.get("models")
-        if dialog is None:
+        def make() -> ModelsDialog:
             dialog = ModelsDialog(
                 self.bridge, self.store, self.cache_clearer, self, chats=self._chat_uses
             )
             dialog.modelsChanged.connect(lambda _entries: self.settings.refresh_models())
-            self._dialogs["models"] = dialog
-        dialog.refresh()
-        dialog.show()
-        dialog.raise_()
-        return dialog
+            return dialog
+
+        return self._show_kept("models", make)
 
     def show_local_server(self) -> LocalServerDialog:
-        """Models ▸ Local server…: on/off, where it listens, its API key."""
-        dialog = self._dialogs.get("local_server")
-        if dialog is None:
-            dialog = LocalServerDialog(self.local_server, self)
-            self._dialogs["local_server"] = dialog
-        dialog.refresh()
-        dialog.show()
-        dialog.raise_()
-        return dialog
+        """Models ▸ Local server settings…: on/off, where it listens, its API key."""
+        return self._show_kept("local_server", lambda: LocalServerDialog(self.local_server, self))
 
     def show_remote_servers(self) -> RemoteServersDialog:
-        dialog = self._dialogs.get("remote")
+        return self._show_kept("remote", lambda: RemoteServersDialog(self.remote_servers, self))
+
+    def _show_kept(self, name: str, make):
+        """A modeless dialog made once and kept: refreshed and brought to the front."""
+        dialog = self._dialogs.get(name)
         if dialog is None:
-            dialog = RemoteServersDialog(self.remote_servers, self)
-            self._dialogs["remote"] = dialog
+            dialog = self._dialogs[name] = make()
         dialog.refresh()
         dialog.show()
         dialog.raise_()
