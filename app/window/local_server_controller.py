@@ -38,6 +38,7 @@ class LocalServerController(QObject):
         self._store = store
         self._server: LocalServer | None = None
         self._task: asyncio.Task | None = None
+        self.keyring_problem: str | None = None  # why the system keyring cannot be used
         bridge.statsUpdated.connect(self._stats_polled)
 
     @property
@@ -73,7 +74,9 @@ class LocalServerController(QObject):
         try:
             key = keyring.get_password(KEYRING_SERVICE, KEYRING_USER)
         except KeyringError as exc:
-            logging.getLogger(__name__).warning("cannot read the server key: %s", exc)
+            if self.keyring_problem is None:  # said once, not on every read
+                logging.getLogger(__name__).warning("cannot read the server key: %s", exc)
+            self.keyring_problem = str(exc)
             key = None
         return key or os.environ.get(API_KEY_ENV) or None
 

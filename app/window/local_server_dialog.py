@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.window.local_server_controller import EVERY_INTERFACE, LocalServerController
+from server.cli import API_KEY_ENV
 from server.local_server import DEFAULT_HOST
 
 MAX_PORT = 65535
@@ -98,6 +99,11 @@ class LocalServerDialog(QDialog):
         self.host.setCurrentIndex(index)
         self.port.setValue(port)
         self.key.setText(self._server.api_key() or "")
+        problem = self._server.keyring_problem
+        self.key.setEnabled(problem is None)  # a key could not be kept
+        if problem is not None:
+            self.key.setPlaceholderText(f"no system keyring here: ${API_KEY_ENV} sets the key")
+            self.key.setToolTip(problem)
         self.enabled.setChecked(self._server.running)
         self._show_state(self._server.running, self._server.url)
         self._update_warning()

@@ -193,3 +193,24 @@ def test_the_local_server_dialog_sets_where_it_listens_its_key_and_the_switch(st
         assert dialog.key.text() == "sk-lan"
     finally:
         close_window(window)
+
+
+def test_without_a_system_keyring_the_dialog_says_how_to_set_a_key(store, fake_engine, caplog):
+    import keyring
+    from keyring.backends.fail import Keyring as NoKeyring
+
+    previous = keyring.get_keyring()
+    keyring.set_keyring(NoKeyring())
+    bridge = EngineBridge(fake_engine)
+    bridge.start()
+    window = make_window(store, bridge)
+    try:
+        dialog = window.show_local_server()
+        dialog.refresh()
+        assert not dialog.key.isEnabled()
+        assert "TANDEM_API_KEY" in dialog.key.placeholderText()
+        warnings = [r for r in caplog.records if "cannot read the server key" in r.getMessage()]
+        assert len(warnings) == 1  # said once, not on every read
+    finally:
+        close_window(window)
+        keyring.set_keyring(previous)
