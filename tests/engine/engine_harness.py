@@ -143,3 +143,20 @@ def make_tiny(folder) -> TinyModel:
     path = make_tiny_llama_dir(folder, tie_word_embeddings=False)
     model, tokenizer = mlx_load(str(path))
     return TinyModel(path, model, tokenizer)
+
+
+def make_core(tiny, **config):
+    """An EngineCore on the tiny model, stepped by the test itself (no thread, no asyncio)."""
+    from engine.core.engine_core import EngineCore
+    from engine.models import load_model
+
+    loaded = load_model(str(tiny.path))
+    config.setdefault("prefill_chunk", 16)
+    config.setdefault("prompt_cache", False)
+    config = EngineConfig(
+        model=str(tiny.path),
+        log_blas=False,
+        extra_drafters=SYNTH.entry(),
+        **config,
+    )
+    return EngineCore(loaded, config=config)

@@ -8,8 +8,7 @@ import pytest
 
 from engine.core import scheduler as scheduler_module
 from engine.requests import ErrorEvent, GenerationRequest, TokenEvent
-from tests.engine.engine_harness import P_A, make_prompt
-from tests.engine.test_solo_row import make_core
+from tests.engine.engine_harness import P_A, make_core, make_prompt
 
 pytestmark = pytest.mark.timeout(120)
 

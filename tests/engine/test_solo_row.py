@@ -8,29 +8,14 @@ from __future__ import annotations
 import pytest
 from mlx_lm.models.cache import KVCache
 
-from engine.api import EngineConfig
 from engine.core.engine_core import EngineCore
-from engine.models import load_model
 from engine.requests import ErrorEvent, GenerationRequest, SpecMethod, SpeculativeParams, TokenEvent
-from tests.engine.engine_harness import P_A, P_B, P_C, SYNTH, synthetic
+from tests.engine.engine_harness import P_A, P_B, P_C, make_core, synthetic
 
 pytestmark = pytest.mark.timeout(120)
 
 N = 24
 LOOKUP = SpeculativeParams(method=SpecMethod.PROMPT_LOOKUP, draft_tokens=3)
-
-
-def make_core(tiny, **config) -> EngineCore:
-    loaded = load_model(str(tiny.path))
-    config.setdefault("prefill_chunk", 16)
-    config.setdefault("prompt_cache", False)
-    config = EngineConfig(
-        model=str(tiny.path),
-        log_blas=False,
-        extra_drafters=SYNTH.entry(),
-        **config,
-    )
-    return EngineCore(loaded, config=config)
 
 
 class Driver:
