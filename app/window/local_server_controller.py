@@ -59,15 +59,15 @@ class LocalServerController(QObject):
         port = self._store.setting(PORT_KEY)
         return str(host), DEFAULT_PORT if port is None else int(port)
 
-    def set_address(self, host: str, port: int) -> None:
-        """Keep where it listens; a running server restarts there."""
+    def set_address(self, host: str, port: int, *, restart: bool = True) -> None:
+        """Keep where it listens; a running server restarts there (unless `restart` is False:
+        the caller restarts it once after several changes)."""
         if (host, port) == self.address():
             return
         self._store.set_setting(HOST_KEY, host)
         self._store.set_setting(PORT_KEY, int(port))
-        if self.running:
-            previous = self._task
-            self._task = asyncio.ensure_future(self._restart(previous))
+        if restart:
+            self.restart()
 
     def api_key(self) -> str | None:
         """The key clients must send: the keyring's, else $TANDEM_API_KEY, else none."""
@@ -80,9 +80,9 @@ class LocalServerController(QObject):
             key = None
         return key or os.environ.get(API_KEY_ENV) or None
 
-    def set_api_key(self, key: str) -> bool:
-        """Keep `key` in the keyring ("" forgets it); a running server restarts with it.
-        False (and `failed`) when the system has no keyring."""
+    def set_api_key(self, key: str, *, restart: bool = True) -> bool:
+        """Keep `key` in the keyring ("" forgets it); a running server restarts with it (unless
+        `restart` is False). False (and `failed`) when the system has no keyring."""
         try:
             if key:
                 keyring.set_password(KEYRING_SERVICE, KEYRING_USER, key)
@@ -91,10 +91,15 @@ class LocalServerController(QObject):
         except KeyringError as exc:
             self.failed.emit(f"The key could not be kept in the system keyring: {exc}")
             return False
+        if restart:
+            self.restart()
+        return True
+
+    def restart(self) -> None:
+        """A running server starts again with the settings kept now (nothing when off)."""
         if self.running:
             previous = self._task
             self._task = asyncio.ensure_future(self._restart(previous))
-        return True
 
     async def _restart(self, previous: asyncio.Task | None) -> None:
         await self._switch(False, previous)

@@ -112,14 +112,18 @@ class LocalServerDialog(QDialog):
         """Keep the address and key, then turn the server on or off as the box says."""
         server, self._failure = self._server, ""
         moved = (self.host.currentData(), self.port.value()) != server.address()
-        server.set_address(self.host.currentData(), self.port.value())
+        server.set_address(self.host.currentData(), self.port.value(), restart=False)
         key = self.key.text().strip()
         rekeyed = key != (server.api_key() or "")
-        if rekeyed and not server.set_api_key(key):
+        if rekeyed and not server.set_api_key(key, restart=False):
+            if moved:
+                server.restart()  # the address still applies
             return  # no keyring: `failed` said so
         switch = self.enabled.isChecked() != server.running
         if switch:
             server.set_enabled(self.enabled.isChecked())
+        elif moved or rekeyed:
+            server.restart()  # once, with the address and the key together
         if switch or (server.running and (moved or rekeyed)):
             self.state.setText("Applying…")  # stateChanged or failed tells what came of it
         else:

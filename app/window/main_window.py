@@ -4,11 +4,13 @@ joins them by signals; each part's logic lives in its own file."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from PySide6.QtCore import QTimer, Signal
 from PySide6.QtGui import QCloseEvent
 from PySide6.QtWidgets import (
+    QDialog,
     QMainWindow,
     QTabWidget,
     QVBoxLayout,
@@ -242,7 +244,7 @@ class MainWindow(QMainWindow):
     def show_remote_servers(self) -> RemoteServersDialog:
         return self._show_kept("remote", lambda: RemoteServersDialog(self.remote_servers, self))
 
-    def _show_kept(self, name: str, make):
+    def _show_kept(self, name: str, make: Callable[[], QDialog]) -> QDialog:
         """A modeless dialog made once and kept: refreshed and brought to the front."""
         dialog = self._dialogs.get(name)
         if dialog is None:
