@@ -39,9 +39,11 @@ SUFFIX = ".safetensors"
 MAX_HEADER_BYTES = 64 << 20
 MAX_TOKEN_ID = 1 << 31
 READ_CHUNK_BYTES = 8 << 20
-# numpy dtype -> safetensors' name for it
+# numpy dtype -> safetensors' name for it: one for every dtype a layer stores (STORED_DTYPES)
 HEADER_DTYPES = {np.dtype(np.float32): "F32", np.dtype(np.float16): "F16"}
 HEADER_DTYPES.update({np.dtype(np.uint16): "U16", np.dtype(np.uint32): "U32"})
+HEADER_DTYPES[np.dtype(np.int64)] = "I64"
+assert {np.dtype(t) for t in STORED_DTYPES.values()} <= set(HEADER_DTYPES)
 
 
 class InvalidFile(Exception):

@@ -8,10 +8,12 @@ a layer without its data (kind, integer state, each array's shape and dtype); `c
 whether such a description is one this module could have made.
 
 Supported: KVCache, RotatingKVCache (sliding window), QuantizedKVCache, ChunkedKVCache (llama4's
-chunked attention: positions from `start` on; trimmable only while it never dropped its front)
-and ArraysCache (the recurrent state of hybrid and state-space models, which cannot be trimmed:
-an entry of it serves only prompts it is a whole prefix of). Anything else (batch caches; a
-CacheList is stored as its members, engine/cache/reuse.py) raises `UnsupportedCache`.
+chunked attention: positions from `start` on; trimmable only while it never dropped its front),
+ArraysCache (the recurrent state of hybrid and state-space models, which cannot be trimmed:
+an entry of it serves only prompts it is a whole prefix of) and the model-defined caches whose
+state is a tuple of optional arrays and an offset (engine/cache/tuple_state.py: deepseek_v41's
+LayerCache; untrimmable too). Anything else (batch caches; a CacheList is stored as its
+members, engine/cache/reuse.py) raises `UnsupportedCache`.
 
 Every function that touches an mx.array runs on the engine's MLX thread only.
 """
@@ -32,6 +34,7 @@ from mlx_lm.models.cache import (
 )
 
 from engine.cache import mlx_lm_private as private
+from engine.cache import tuple_state
 
 KV = "KVCache"
 ROTATING = "RotatingKVCache"
@@ -103,8 +106,8 @@ class LayerInfo:
 class LayerState:
     """One layer's cache: its arrays (possibly not evaluated yet) and integer state."""
 
-    kind: str  # the mlx-lm class name
-    arrays: dict[str, mx.array]  # "keys"/"values", or "keys.0".."values.2" when quantized
+    kind: str  # the mlx-lm class name, or a kind of engine/cache/tuple_state.py
+    arrays: dict[str, mx.array]  # "keys"/"values", "keys.0".."values.2" when quantized, ...
     meta: dict[str, int]  # offset; keep/max_size/idx (rotating); group_size/bits (quantized)
 
     @property
@@ -131,7 +134,7 @@ def layer_trimmable(kind: str, meta: dict[str, int]) -> bool:
         return meta["offset"] < meta["max_size"]
     if kind == CHUNKED:
         return meta["start"] == 0
-    return kind != ARRAYS
+    return kind != ARRAYS and kind not in tuple_state.KINDS
 
 
 def dtype_name(dtype: mx.Dtype) -> str:
@@ -154,6 +157,9 @@ def snapshot(cache: Any, tokens: int | None = None) -> LayerState:
     copies are made when the caller evaluates `state.arrays` (the prompt cache spreads that
     over the engine's steps). Recurrent state does not count its tokens: `tokens` says how many
     it holds."""
+    described = tuple_state.kind_of(cache)
+    if described is not None:
+        return _snapshot_tuple(described, cache)
     kind = type(cache).__name__
     if kind not in SUPPORTED or type(cache) is not _CLASSES[kind]:
         raise UnsupportedCache("unsupported-cache", f"cannot store {kind}")
@@ -191,6 +197,19 @@ def _snapshot_arrays(cache: ArraysCache, tokens: int | None) -> LayerState:
         if dtype_name(a.dtype) not in STORED_DTYPES:
             raise UnsupportedCache("unsupported-dtype", f"cannot store {name} of {a.dtype}")
     return LayerState(ARRAYS, arrays, {"offset": tokens, "parts": len(arrays)})
+
+
+def _snapshot_tuple(kind: tuple_state.TupleStateKind, cache: Any) -> LayerState:
+    try:
+        arrays, meta = tuple_state.state_parts(kind, cache)
+    except tuple_state.StateMismatch as exc:
+        raise UnsupportedCache("unsupported-cache", str(exc)) from None
+    if meta["offset"] <= 0 or not arrays:
+        raise UnsupportedCache("empty-cache", f"{kind.name} holds no tokens")
+    for name, a in arrays.items():
+        if dtype_name(a.dtype) not in STORED_DTYPES:
+            raise UnsupportedCache("unsupported-dtype", f"cannot store {name} of {a.dtype}")
+    return LayerState(kind.name, arrays, meta)
 
 
 def _snapshot_chunked(cache: ChunkedKVCache) -> LayerState:
@@ -244,6 +263,9 @@ def trim_state(state: LayerState, length: int) -> LayerState:
 def to_cache(state: LayerState) -> Any:
     """A new mlx-lm cache object over new array objects (the caller may mutate it freely)."""
     a, m = state.arrays, state.meta
+    described = tuple_state.KINDS.get(state.kind)
+    if described is not None:
+        return tuple_state.build(described, {k: _fresh(v) for k, v in a.items()}, m)
     if state.kind == KV:
         cache = KVCache()
         cache.keys, cache.values = _fresh(a["keys"]), _fresh(a["values"])
@@ -304,14 +326,21 @@ def from_numpy(info: LayerInfo, arrays: dict[str, np.ndarray]) -> LayerState:
 
 def check_info(info: LayerInfo, tokens: int) -> None:
     """Raise ValueError unless `info` is a layer `snapshot` could have made for `tokens`
-    tokens: known kind and state, the right array names, 4-D single-row arrays of one length."""
+    tokens: known kind and state, the right array names, single-row arrays of fitting shapes."""
     kind, m = info.kind, info.meta
-    if kind not in SUPPORTED:
+    described = tuple_state.KINDS.get(kind)
+    if kind not in SUPPORTED and described is None:
         raise ValueError(f"unknown cache kind {kind!r}")
-    if set(m) != set(META_KEYS[kind]) or any(type(v) is not int or v < 0 for v in m.values()):
+    keys = described.meta_keys if described is not None else META_KEYS[kind]
+    if set(m) != set(keys) or any(type(v) is not int or v < 0 for v in m.values()):
         raise ValueError(f"bad {kind} state {m}")
     if m["offset"] != tokens:
         raise ValueError(f"the layer holds {m['offset']} tokens, the entry {tokens}")
+    if described is not None:
+        if not info.arrays or any(d not in STORED_DTYPES for _, d in info.arrays.values()):
+            raise ValueError(f"{kind} arrays {info.arrays}")
+        tuple_state.check_parts(described, m, {k: s for k, (s, _) in info.arrays.items()})
+        return
     if kind == ARRAYS:
         if set(info.arrays) != {f"state.{j}" for j in range(m["parts"])} or m["parts"] < 1:
             raise ValueError(f"{kind} arrays {sorted(info.arrays)}")

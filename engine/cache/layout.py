@@ -17,6 +17,7 @@ from typing import Any
 
 import mlx.core as mx
 
+from engine.cache import tuple_state
 from engine.cache.kv_quant import DEFAULT_KV_GROUP_SIZE
 from engine.cache.layers import ARRAYS, CHUNKED, KV, QUANTIZED, ROTATING, LayerInfo, dtype_name
 
@@ -36,6 +37,10 @@ class LayerLayout:
     keep: int | None = None
     chunk_size: int | None = None  # chunked attention (ChunkedKVCache)
     parts: tuple[tuple[tuple[int, ...], str], ...] = ()  # recurrent state: (shape, dtype) each
+    # a tuple-state cache (engine/cache/tuple_state.py): its settings, and each array the probe
+    # made as (attribute, shape past the rows, dtype)
+    settings: tuple[tuple[str, int], ...] = ()
+    fields: tuple[tuple[str, tuple[int, ...], str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -85,6 +90,8 @@ def _layer_mismatch(
     quantized = info.kind == QUANTIZED and want.kind == KV and kv_bits is not None
     if info.kind != want.kind and not quantized:
         return f"{info.kind} stored, the model makes {want.kind}"
+    if info.kind in tuple_state.KINDS:
+        return _tuple_state_mismatch(info, want)
     if info.kind == ARRAYS:
         stored = tuple((shape[1:], dtype) for shape, dtype in info.arrays.values())
         model = tuple((shape[1:], dtype) for shape, dtype in want.parts)
@@ -122,6 +129,30 @@ def _layer_mismatch(
     return None
 
 
+def _tuple_state_mismatch(info: LayerInfo, want: LayerLayout) -> str | None:
+    """Settings must be the model's; each array the probe made must have its size past the
+    rows and its dtype (one the probe's few tokens did not make, e.g. compressed groups longer
+    than the probe, is checked only for its form, by check_info)."""
+    stored = tuple((name, info.meta[name]) for name, _ in want.settings)
+    if stored != want.settings:
+        return f"{info.kind} {dict(stored)}, the model's {dict(want.settings)}"
+    model = {name: (shape, dtype) for name, shape, dtype in want.fields}
+    for name, (shape, dtype) in info.arrays.items():
+        if name in model and (shape[2:], dtype) != model[name]:
+            return f"{name} {shape[2:]} {dtype}, the model's {model[name][0]} {model[name][1]}"
+    return None
+
+
+def _tuple_state_layout(kind: tuple_state.TupleStateKind, cache: Any) -> LayerLayout:
+    settings = tuple((name, int(getattr(cache, name))) for name in kind.settings)
+    fields = tuple(
+        (name, tuple(a.shape[2:]), dtype_name(a.dtype))
+        for name in kind.fields
+        if (a := getattr(cache, name)) is not None
+    )
+    return LayerLayout(kind.name, 0, 0, 0, "", settings=settings, fields=fields)
+
+
 def probe_layout(
     model: Any,
     make_cache: Callable[[], list[Any]],
@@ -136,6 +167,10 @@ def probe_layout(
     model(mx.zeros((1, DEFAULT_PROBE_TOKENS), dtype=mx.int32), cache=caches)
     layers = []
     for c in flat(caches):
+        described = tuple_state.kind_of(c)
+        if described is not None:
+            layers.append(_tuple_state_layout(described, c))
+            continue
         kind = type(c).__name__
         if kind == ARRAYS and all(a is not None for a in c.cache):
             parts = tuple((tuple(a.shape), dtype_name(a.dtype)) for a in c.cache)

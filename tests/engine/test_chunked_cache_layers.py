@@ -1,6 +1,7 @@
 """llama4's chunked-attention cache (mlx-lm's ChunkedKVCache) as a prompt-cache layer: stored,
 checked and restored to the very state it was, trimmable only while it holds every position,
-and refused by a model whose chunks are of another size; token ids kept as state are stored."""
+and refused by a model whose chunks are of another size; token ids kept as state are stored (in
+RAM and on disk)."""
 
 import mlx.core as mx
 import pytest
@@ -84,9 +85,11 @@ def test_a_model_with_other_chunks_refuses_the_entry():
     assert "chunks of 4" in _layer_mismatch(info, other, None, 64)
 
 
-def test_token_ids_kept_as_state_are_stored():
-    """longcat_flash_ngram keeps its last tokens (int64) in an ArraysCache."""
+def test_token_ids_kept_as_state_are_stored(tmp_path):
+    """longcat_flash_ngram keeps its last tokens (int64) in an ArraysCache: in RAM and on disk."""
     from mlx_lm.models.cache import ArraysCache
+
+    from engine.cache import CacheNamespace, PromptCache
 
     cache = ArraysCache(1)
     cache[0] = mx.array([[5, 6, 7]], dtype=mx.int64)
@@ -96,3 +99,14 @@ def test_token_ids_kept_as_state_are_stored():
     views, _ = numpy_views(state)
     back = to_cache(from_numpy(state.info(), views))
     assert back[0].dtype == mx.int64 and back[0].tolist() == [[5, 6, 7]]
+
+    ns, tokens = CacheNamespace(model_id="ngram", tokenizer_hash="t"), list(range(40, 49))
+    pc = PromptCache(disk_dir=tmp_path)
+    pc.publish(ns, tokens, [cache])
+    pc.close()
+    pc = PromptCache(disk_dir=tmp_path)
+    match = pc.lookup(ns, tokens + [1])
+    assert pc.stats().skipped == {}
+    pc.close()
+    assert match is not None and match.source == "disk"
+    assert match.target[0][0].dtype == mx.int64 and match.target[0][0].tolist() == [[5, 6, 7]]
