@@ -56,6 +56,10 @@ class ModelExecutor:
         self._last_drafts: dict[str, list[int]] = {}  # this round's drafts, to find a bad row
         self.steps = 0
         self.batched_prefill = True  # several prompts in one forward (engine/core/prefill.py)
+        # the last step, when it only decoded: (rows, width, when it began); its cost is the
+        # time to the next step's start, all of it (what auto weighs a round against a step)
+        self._timed_step: tuple[int, int, float] | None = None
+        self._step_shape: tuple[int, int] | None = None
         # hidden states waiting for rows whose drafter reads them (engine/hidden.py), drafter
         # caches for the prompt cache
         self.inputs = DrafterInputs(self.drafters)
@@ -64,6 +68,11 @@ class ModelExecutor:
 
     def execute(self, plan: StepPlan, *, while_waiting: Callable[[], None]) -> StepOutput:
         out = StepOutput()
+        began = time.perf_counter()
+        if self._timed_step is not None and plan.decode:  # rows ran on: no idle time between
+            rows, width, start = self._timed_step
+            out.forward_costs.append((rows, width, began - start))
+        self._timed_step = self._step_shape = None
         if plan.leave:
             self._leave(plan.leave)
         if plan.join:
@@ -79,6 +88,9 @@ class ModelExecutor:
             self._prefill(plan, out)
         for state in plan.admit:
             self._admit(state, out)
+        only_decoded = not (plan.leave or plan.join or plan.prefill or plan.admit)
+        if only_decoded and self._step_shape is not None:
+            self._timed_step = (*self._step_shape, began)
         self.steps += 1
         if self.steps % DEFAULT_CLEAR_CACHE_EVERY == 0:
             mx.clear_cache()
@@ -86,6 +98,7 @@ class ModelExecutor:
 
     def reset(self) -> None:
         """Forget every row (after a failure the scheduler could not attribute)."""
+        self._timed_step = None
         self.batch.keep([])
         self.prefilling.clear()
         self.inputs.hidden.clear()
@@ -239,8 +252,7 @@ class ModelExecutor:
         for i, message in batch.sample_failures.items():
             out.fail(batch.rows[i].request_id, message)
         elapsed = time.perf_counter() - start
-        # pipelined: a step waits for the previous forward, so its length is about one forward
-        out.forward_costs.append((len(batch), 1, elapsed))
+        self._step_shape = (len(batch), 1)
         out.timing.plain_steps += 1
         out.timing.plain_s += elapsed
         out.timing.plain_launch_s += t_launched - start
@@ -299,7 +311,7 @@ class ModelExecutor:
         t3 = time.perf_counter()
         width = max(len(row) for row in verify.x)
         verify_s = (t_launched - t1) + (t2 - t_streamed)
-        out.forward_costs.append((len(batch), width, verify_s))
+        self._step_shape = (len(batch), width)
         out.draft_s, out.verify_s, out.sample_s = t1 - t0, verify_s, 0.0
         timing = out.timing
         timing.verify_rounds += 1

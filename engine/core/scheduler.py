@@ -214,11 +214,8 @@ class Scheduler:
                 self.out.events.append(
                     PrefillProgressEvent(state.request_id, state.prefilled + 1, len(state.prompt))
                 )
-        # a speculative round costs its drafting too (a draft head's or model's forwards)
-        verifies = sum(1 for _, width, _ in output.forward_costs if width > 1)
         for batch, width, seconds in output.forward_costs:
-            drafting = output.draft_s / verifies if width > 1 else 0.0
-            self.policy.costs.record(batch, width, seconds + drafting)
+            self.policy.costs.record(batch, width, seconds)
         self.timing.add(output.timing)
         for row in plan.decode:
             for run in output.runs.get(row.state.request_id, []):

@@ -2,8 +2,9 @@
 of verifying k+1 tokens against 1; stop speculating while it loses.
 
 With per-token acceptance a, k drafts yield (1 - a^(k+1)) / (1 - a) tokens per target forward
-(the bonus token included). A forward over k+1 tokens per row costs cost(B, k+1) / cost(B, 1)
-of a plain step at batch size B, measured as the engine runs. All rows of a batch share the
+(the bonus token included). A round over k+1 tokens per row costs cost(B, k+1) / cost(B, 1)
+of a plain step at batch size B, measured as the engine runs: the whole round's wall time
+(drafting, forward, acceptance, rollback), since that is what a plain step is weighed against. All rows of a batch share the
 forward's width: the width chosen is the one that maximises the auto rows' summed tokens per
 unit of cost, and within it each row drafts only the positions it is likely enough to keep
 (a row that is rarely accepted drafts less or nothing while its neighbours draft more);
@@ -25,7 +26,8 @@ DEFAULT_MIN_MARGINAL = 0.1  # a draft position kept less often than this is not 
 
 @dataclass
 class CostModel:
-    """Seconds per target forward by (batch size, width), as exponential moving averages."""
+    """Seconds per step (a plain step, or a verify round with its drafting) by (batch size,
+    width), as exponential moving averages."""
 
     seconds: dict[tuple[int, int], float] = field(default_factory=dict)
 
@@ -35,14 +37,22 @@ class CostModel:
         self.seconds[key] = seconds if old is None else old + DEFAULT_EMA * (seconds - old)
 
     def relative(self, batch: int, width: int) -> float:
-        """cost(batch, width) / cost(batch, 1); a prior that grows with batch until measured."""
+        """cost(batch, width) / cost(batch, 1). Until measured: the widest narrower width
+        measured at this batch size (a round's fixed cost, large on a GPU, is paid at every
+        width) plus a slope that grows with batch, never more than `width` plain steps."""
         if width <= 1:
             return 1.0
         base = self.seconds.get((batch, 1))
         cost = self.seconds.get((batch, width))
         if base and cost:
             return max(cost / base, 1.0)
-        return 1.0 + DEFAULT_COST_SLOPE * (width - 1) * batch
+        known, floor = 1, 1.0
+        if base:
+            for w in range(width - 1, 1, -1):
+                if (batch, w) in self.seconds:
+                    known, floor = w, max(self.seconds[(batch, w)] / base, 1.0)
+                    break
+        return min(floor + DEFAULT_COST_SLOPE * (width - known) * batch, max(width, floor))
 
 
 @dataclass

@@ -110,6 +110,20 @@ def test_cost_model_prior_then_measurements():
     assert costs.relative(2, 3) == 1.0  # never cheaper than a plain step
 
 
+def test_cost_model_prior_carries_a_rounds_fixed_cost_to_wider_widths():
+    """On a GPU a verify round's fixed cost (drafting, read-back, no pipelining) dwarfs its
+    width: a width not yet measured is priced from the widest narrower one measured."""
+    costs = CostModel()
+    costs.record(1, 1, 0.010)
+    costs.record(1, 2, 0.025)
+    assert costs.relative(1, 5) == pytest.approx(2.5 + 3 * 0.15)
+    assert costs.relative(32, 5) <= 5.0  # unmeasured: never above five plain steps
+    policy = AutoPolicy(costs=costs)
+    # acceptance 0.6 does not pay for such rounds; 0.95 does, at the widest width
+    assert policy.choose([0.6], 1, 4) == [0]
+    assert policy.choose([0.95], 1, 4) == [4]
+
+
 def test_auto_drafts_when_acceptance_pays_and_stops_when_it_loses():
     policy = AutoPolicy()
     policy.costs.record(1, 1, 0.010)
