@@ -55,6 +55,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--concurrency", type=int, nargs="+", default=list(DEFAULT_CONCURRENCY))
     p.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS)
+    p.add_argument(
+        "--requests-per-slot",
+        type=int,
+        default=1,
+        help="each of the c slots serves this many prompts in turn (the next starts when one"
+        " finishes), so a run covers c x this many different prompts",
+    )
     p.add_argument("--workload", choices=WORKLOADS, default="chat")
     p.add_argument(
         "--speculative", choices=[m.value for m in SpecMethod], default=SpecMethod.OFF.value
@@ -172,7 +179,9 @@ async def bench(args: argparse.Namespace) -> dict:
 
     results = []
     for c in args.concurrency:
-        prompts = [prompt_ids(tokenizer, m) for m in messages_for(args.workload, c)]
+        per_slot = args.requests_per_slot
+        slots = c if per_slot > 1 else None
+        prompts = [prompt_ids(tokenizer, m) for m in messages_for(args.workload, c * per_slot)]
         need_refs = not args.no_check or any(s.method == SpecMethod.SYNTHETIC for s in configs)
         if need_refs:
             for p in prompts:
@@ -187,28 +196,30 @@ async def bench(args: argparse.Namespace) -> dict:
             # MLX's CUDA backend builds a graph per new shape (batch size, tokens per row), once
             # per process, and admitting c rows meets shapes a smaller run never did
             if not args.no_baseline:
-                run_batch_generator(model, tokenizer, prompts, args.max_tokens)
-            await run_ours(eng, prompts, args.max_tokens)
+                run_batch_generator(model, tokenizer, prompts, args.max_tokens, slots=slots)
+            await run_ours(eng, prompts, args.max_tokens, slots=slots)
             for k in sorted({s.draft_tokens for s in configs}):
                 spec = next(s for s in configs if s.draft_tokens == k)
                 params = arm(synth, spec, prompts, expected or [])
-                await run_ours(eng, prompts, args.max_tokens, speculative=params)
+                await run_ours(eng, prompts, args.max_tokens, speculative=params, slots=slots)
         single_runs: list[RunResult] = []
         for _ in range(args.repeats):  # alternated, so drift on a noisy machine hits all alike
             if not args.no_baseline:
-                base_runs.append(run_batch_generator(model, tokenizer, prompts, args.max_tokens))
+                base_runs.append(
+                    run_batch_generator(model, tokenizer, prompts, args.max_tokens, slots=slots)
+                )
                 if c == 1:
                     single_runs.append(
-                        run_single_stream(model, tokenizer, prompts[0], args.max_tokens)
+                        run_single_stream(model, tokenizer, prompts, args.max_tokens)
                     )
             await take_timing(eng)
-            plain_run = await run_ours(eng, prompts, args.max_tokens)
+            plain_run = await run_ours(eng, prompts, args.max_tokens, slots=slots)
             plain_run.timing = await take_timing(eng)
             plain_runs.append(plain_run)
             for i, spec in enumerate(configs):
                 params = arm(synth, spec, prompts, expected or [])
                 await take_timing(eng)
-                run = await run_ours(eng, prompts, args.max_tokens, speculative=params)
+                run = await run_ours(eng, prompts, args.max_tokens, speculative=params, slots=slots)
                 run.timing = await take_timing(eng)
                 spec_runs[i].append(run)
         mlx_spec = None
@@ -218,7 +229,7 @@ async def bench(args: argparse.Namespace) -> dict:
                     model,
                     draft.model,
                     tokenizer,
-                    prompts[0],
+                    prompts,
                     args.max_tokens,
                     configs[0].draft_tokens,
                 ).tokens_per_s
@@ -270,6 +281,7 @@ def make_row(args, c, spec, runs, base_runs, plain, base, expected, mlx_spec) ->
     by_pos = [round(rate, 3) for rate in totals.acceptance_by_position]
     return {
         "concurrency": c,
+        "requests": c * args.requests_per_slot,
         "speculative": spec.method.value if spec else "off",
         "draft_tokens": spec.draft_tokens if spec else 0,
         "acceptance": spec.acceptance if spec else None,

@@ -24,6 +24,7 @@ from engine.requests import (
 )
 
 DEFAULT_PREFILL_STEP = 512
+DEFAULT_BG_PREFILL_BATCH = 8  # BatchGenerator's own default
 
 
 @dataclass
@@ -59,54 +60,78 @@ def reference_tokens(model: Any, tokenizer: Any, prompt: list[int], max_tokens: 
     return out
 
 
-def run_single_stream(model: Any, tokenizer: Any, prompt: list[int], max_tokens: int) -> RunResult:
-    """mlx_lm.generate on one prompt (its `stream_generate`): the bar for a single chat."""
+def run_single_stream(
+    model: Any, tokenizer: Any, prompts: list[list[int]], max_tokens: int
+) -> RunResult:
+    """mlx_lm.generate on each prompt in turn (its `stream_generate`): the bar for one chat."""
+    return _one_at_a_time(
+        prompts,
+        lambda p: stream_generate(
+            model, tokenizer, p, max_tokens=max_tokens, prefill_step_size=DEFAULT_PREFILL_STEP
+        ),
+        tokenizer,
+    )
+
+
+def _one_at_a_time(prompts: list[list[int]], stream: Any, tokenizer: Any) -> RunResult:
+    """Run `stream(prompt)` for each prompt in turn; TTFT from each prompt's own start."""
     start = time.perf_counter()
-    out: list[int] = []
-    first = None
-    for r in stream_generate(
-        model, tokenizer, prompt, max_tokens=max_tokens, prefill_step_size=DEFAULT_PREFILL_STEP
-    ):
-        first = first if first is not None else time.perf_counter() - start
-        if r.finish_reason == "stop" and r.token in tokenizer.eos_token_ids:
-            break
-        out.append(r.token)
-    return RunResult([out], time.perf_counter() - start, [first or 0.0])
+    outs: list[list[int]] = []
+    ttfts: list[float] = []
+    for prompt in prompts:
+        began = time.perf_counter()
+        out: list[int] = []
+        first = None
+        for r in stream(prompt):
+            first = first if first is not None else time.perf_counter() - began
+            if r.finish_reason == "stop" and r.token in tokenizer.eos_token_ids:
+                break
+            out.append(r.token)
+        outs.append(out)
+        ttfts.append(first or 0.0)
+    return RunResult(outs, time.perf_counter() - start, ttfts)
 
 
 def run_mlx_lm_speculative(
-    model: Any, draft: Any, tokenizer: Any, prompt: list[int], max_tokens: int, k: int
+    model: Any, draft: Any, tokenizer: Any, prompts: list[list[int]], max_tokens: int, k: int
 ) -> RunResult:
     """mlx-lm's own speculative decoding (one request at a time: it cannot batch)."""
-    start = time.perf_counter()
-    out: list[int] = []
-    first = None
-    for r in stream_generate(
-        model, tokenizer, prompt, max_tokens=max_tokens, draft_model=draft, num_draft_tokens=k
-    ):
-        first = first if first is not None else time.perf_counter() - start
-        if r.finish_reason == "stop" and r.token in tokenizer.eos_token_ids:
-            break
-        out.append(r.token)
-    return RunResult([out], time.perf_counter() - start, [first or 0.0])
+    return _one_at_a_time(
+        prompts,
+        lambda p: stream_generate(
+            model, tokenizer, p, max_tokens=max_tokens, draft_model=draft, num_draft_tokens=k
+        ),
+        tokenizer,
+    )
 
 
-def batch_generator(model: Any, tokenizer: Any, rows: int) -> BatchGenerator:
-    """mlx-lm's BatchGenerator as the benchmark runs it, for `rows` prompts at once."""
+def batch_generator(
+    model: Any, tokenizer: Any, rows: int, *, slots: int | None = None
+) -> BatchGenerator:
+    """mlx-lm's BatchGenerator as the benchmark runs it, for `rows` prompts, `slots` at a time
+    (None: all at once)."""
     return BatchGenerator(
         model,
         stop_tokens=[[t] for t in tokenizer.eos_token_ids],
-        completion_batch_size=max(32, rows),
+        # it raises completion_batch_size to at least prefill_batch_size
+        completion_batch_size=slots or max(32, rows),
+        prefill_batch_size=min(DEFAULT_BG_PREFILL_BATCH, slots or DEFAULT_BG_PREFILL_BATCH),
         prefill_step_size=DEFAULT_PREFILL_STEP,
     )
 
 
 def run_batch_generator(
-    model: Any, tokenizer: Any, prompts: list[list[int]], max_tokens: int
+    model: Any,
+    tokenizer: Any,
+    prompts: list[list[int]],
+    max_tokens: int,
+    *,
+    slots: int | None = None,
 ) -> RunResult:
-    """mlx-lm's continuous batching, as `mlx_lm.batch_generate` drives it."""
+    """mlx-lm's continuous batching, as `mlx_lm.batch_generate` drives it (`slots` rows at a
+    time; None: all at once)."""
     start = time.perf_counter()
-    gen = batch_generator(model, tokenizer, len(prompts))
+    gen = batch_generator(model, tokenizer, len(prompts), slots=slots)
     uids = gen.insert(prompts, [max_tokens] * len(prompts))
     tokens = {uid: [] for uid in uids}
     first: dict[int, float] = {}
@@ -128,16 +153,24 @@ async def run_ours(
     *,
     speculative: SpeculativeParams | list[SpeculativeParams] | None = None,
     model: str | None = None,
+    slots: int | None = None,
 ) -> RunResult:
-    """Our engine, all requests submitted at once through the public API (on `model`; None:
-    the engine's default model)."""
+    """Our engine through its public API (on `model`; None: the engine's default model), all
+    requests submitted at once, or `slots` at a time: the next starts when one finishes. TTFT
+    counts from each request's own submission."""
     start = time.perf_counter()
     specs = speculative if isinstance(speculative, list) else [speculative] * len(prompts)
     totals = SpecStats()
+    gate = asyncio.Semaphore(slots or max(1, len(prompts)))
 
     async def one(prompt: list[int], spec: SpeculativeParams | None) -> tuple[list[int], float]:
+        async with gate:
+            return await submit(prompt, spec)
+
+    async def submit(prompt: list[int], spec: SpeculativeParams | None) -> tuple[list[int], float]:
         tokens: list[int] = []
         first = None
+        began = time.perf_counter()
         request = GenerationRequest(
             prompt_tokens=prompt,
             max_tokens=max_tokens,
@@ -146,14 +179,14 @@ async def run_ours(
         )
         async for event in engine.submit(request):
             if isinstance(event, TokenEvent) and event.token_ids and first is None:
-                first = time.perf_counter() - start
+                first = time.perf_counter() - began
             if isinstance(event, TokenEvent):
                 tokens.extend(event.token_ids)
             elif isinstance(event, FinishedEvent):
                 totals.add(event.stats.spec)
             elif isinstance(event, ErrorEvent):
                 raise RuntimeError(event.message)
-        return tokens, first if first is not None else time.perf_counter() - start
+        return tokens, first if first is not None else time.perf_counter() - began
 
     results = await asyncio.gather(*(one(p, s) for p, s in zip(prompts, specs)))
     wall = time.perf_counter() - start

@@ -2,7 +2,10 @@
 self-distillation (its own replies to generated prompts), reproducibly (fixed seeds).
 
 Writes under --out: the head (`<name>.safetensors` float16, `<name>.json` with its sha256),
-curve.json (loss and held-out top-1 / acceptance length per evaluation), curve.png, run.json.
+curve.json (loss and held-out top-1 / acceptance length per evaluation, and the head's numbers on
+the benchmark's chat prompts), curve.png. With --data DIR the generated replies are kept in
+DIR (train.npz, heldout.npz) and a later run reads them instead of generating again, so
+generation and training can run as two calls (--generate-only for the first).
 """
 
 from __future__ import annotations
@@ -14,15 +17,17 @@ import tempfile
 import time
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import mlx.core as mx
 from mlx_lm import load
 
 from engine.default_model import DEFAULT_MODEL_NAME, default_dtype, ensure_default_model
 from engine.gguf_convert import convert_gguf
-from engine.speculative.eagle_head import HeadConfig
+from engine.speculative.eagle_head import HeadConfig, load_head
 from engine.train_draft.curve import plot_curve
-from engine.train_draft.distill import generate_replies
+from engine.train_draft.distill import Sample, generate_replies, load_samples, save_samples
+from engine.train_draft.evaluate import evaluate_head
 from engine.train_draft.prompts import DEFAULT_SEED, make_prompts
 from engine.train_draft.train import TrainOptions, draft_vocabulary, train
 
@@ -39,6 +44,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--gen-chunk", type=int, default=1024, help="prompts per generation round")
     p.add_argument("--gen-budget", type=float, default=1e9, help="seconds; stops between chunks")
     p.add_argument("--seed", type=int, default=DEFAULT_SEED)
+    p.add_argument("--data", type=Path, default=None, help="keep or reuse generated replies here")
+    p.add_argument("--generate-only", action="store_true", help="stop after saving --data")
+    p.add_argument(
+        "--bench-prompts",
+        type=int,
+        default=32,
+        help="evaluate the trained head on this many of the benchmark's chat prompts (0: none)",
+    )
     defaults = TrainOptions()
     p.add_argument("--steps", type=int, default=defaults.steps)
     p.add_argument("--time-budget", type=float, default=defaults.time_budget_s)
@@ -73,34 +86,21 @@ def main(argv: list[str] | None = None) -> int:
         model, tokenizer = load(str(model_folder(args.gguf, Path(scratch))))
     log(f"target loaded ({time.perf_counter() - started:.1f}s)")
     prompts = make_prompts(args.train_prompts, args.heldout_prompts, seed=args.seed)
-    heldout = generate_replies(
-        model,
-        tokenizer,
-        prompts.heldout,
-        temperature=0.0,
-        max_tokens=args.max_tokens,
-        seed=args.seed,
-        batch_size=args.gen_batch,
-        log=log,
-    )
-    train_set = []
-    # Chunks, every temperature in each, until the generation budget is spent.
-    for first in range(0, len(prompts.train), args.gen_chunk):
-        if time.perf_counter() - started > args.gen_budget:
-            log(f"generation budget spent after {first} of {len(prompts.train)} prompts")
-            break
-        chunk = prompts.train[first : first + args.gen_chunk]
-        for i, temperature in enumerate(args.temperatures):
-            train_set += generate_replies(
-                model,
-                tokenizer,
-                chunk,
-                temperature=temperature,
-                max_tokens=args.max_tokens,
-                seed=args.seed + 1000 * i + first,
-                batch_size=args.gen_batch,
-                log=log,
-            )
+    if args.data and (args.data / "train.npz").exists():
+        train_set = load_samples(args.data / "train.npz")
+        heldout = load_samples(args.data / "heldout.npz")
+        log(f"read {len(train_set)} training and {len(heldout)} held-out replies from {args.data}")
+    else:
+        heldout, train_set = generate(
+            args, model, tokenizer, prompts.heldout, prompts.train, started
+        )
+        if args.data:
+            args.data.mkdir(parents=True, exist_ok=True)
+            save_samples(args.data / "train.npz", train_set)
+            save_samples(args.data / "heldout.npz", heldout)
+            log(f"saved {len(train_set)} training and {len(heldout)} held-out replies")
+    if args.generate_only:
+        return 0
     generated_s = time.perf_counter() - started
     eos = list(tokenizer.eos_token_ids)
     ids = draft_vocabulary(train_set, args.draft_vocab, eos)
@@ -130,6 +130,11 @@ def main(argv: list[str] | None = None) -> int:
         out=args.out,
         log=log,
     )
+    if args.bench_prompts:
+        head = load_head(args.out / f"{options.name}.json")
+        bench = evaluate_head(model, tokenizer, head, n=args.bench_prompts)
+        curve.info["bench_chat"] = {"prompts": args.bench_prompts, **bench}
+        log(f"on {args.bench_prompts} benchmark chat prompts: {json.dumps(bench)}")
     curve.info.update(
         generation_s=round(generated_s, 1),
         total_s=round(time.perf_counter() - started, 1),
@@ -148,6 +153,46 @@ def main(argv: list[str] | None = None) -> int:
         log(f"no curve.png ({exc}); make it later: python -m engine.train_draft.curve")
     log(f"done in {time.perf_counter() - started:.1f}s: {json.dumps(asdict(curve)['points'][-1])}")
     return 0
+
+
+def generate(
+    args: argparse.Namespace,
+    model: Any,
+    tokenizer: Any,
+    heldout_prompts: list[str],
+    train_prompts: list[str],
+    started: float,
+) -> tuple[list[Sample], list[Sample]]:
+    """The held-out replies (temperature 0), then the training replies in chunks, every
+    temperature in each, until the generation budget is spent."""
+    heldout = generate_replies(
+        model,
+        tokenizer,
+        heldout_prompts,
+        temperature=0.0,
+        max_tokens=args.max_tokens,
+        seed=args.seed,
+        batch_size=args.gen_batch,
+        log=log,
+    )
+    train_set: list[Sample] = []
+    for first in range(0, len(train_prompts), args.gen_chunk):
+        if time.perf_counter() - started > args.gen_budget:
+            log(f"generation budget spent after {first} of {len(train_prompts)} prompts")
+            break
+        chunk = train_prompts[first : first + args.gen_chunk]
+        for i, temperature in enumerate(args.temperatures):
+            train_set += generate_replies(
+                model,
+                tokenizer,
+                chunk,
+                temperature=temperature,
+                max_tokens=args.max_tokens,
+                seed=args.seed + 1000 * i + first,
+                batch_size=args.gen_batch,
+                log=log,
+            )
+    return heldout, train_set
 
 
 if __name__ == "__main__":

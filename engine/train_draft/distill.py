@@ -6,9 +6,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import mlx.core as mx
+import numpy as np
 from mlx_lm.generate import BatchGenerator
 from mlx_lm.sample_utils import make_sampler
 
@@ -73,3 +75,29 @@ def generate_replies(
         f"in {time.perf_counter() - start:.1f}s"
     )
     return [Sample(p, r, temperature) for p, r in zip(ids, replies)]
+
+
+def save_samples(path: Path, samples: list[Sample]) -> None:
+    """Write samples to one .npz (all tokens in one array, with each sample's lengths)."""
+    tokens = [t for s in samples for t in s.tokens]
+    np.savez_compressed(
+        path,
+        tokens=np.array(tokens, dtype=np.int32),
+        prompt_lengths=np.array([len(s.prompt) for s in samples], dtype=np.int32),
+        reply_lengths=np.array([len(s.reply) for s in samples], dtype=np.int32),
+        temperatures=np.array([s.temperature for s in samples], dtype=np.float32),
+    )
+
+
+def load_samples(path: Path) -> list[Sample]:
+    """The samples `save_samples` wrote."""
+    with np.load(path) as data:
+        tokens = data["tokens"].tolist()
+        lengths = zip(data["prompt_lengths"].tolist(), data["reply_lengths"].tolist())
+        temperatures = [round(float(t), 4) for t in data["temperatures"]]
+    samples, at = [], 0
+    for (n_prompt, n_reply), temperature in zip(lengths, temperatures):
+        prompt, reply = tokens[at : at + n_prompt], tokens[at + n_prompt : at + n_prompt + n_reply]
+        samples.append(Sample(prompt, reply, temperature))
+        at += n_prompt + n_reply
+    return samples

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 import mlx.core as mx
 
@@ -31,10 +32,16 @@ def evaluate(
     *,
     head_config: Path | None = None,
 ) -> dict:
-    """Teacher-forced numbers of the head on the first n benchmark chat prompts."""
+    """Teacher-forced numbers of a head (default: the shipped one) on the default model."""
     loaded = load_model(None)
-    model, tokenizer = loaded.model, loaded.tokenizer
     head = load_head(head_config or head_path(DEFAULT_MODEL_NAME))
+    return evaluate_head(loaded.model, loaded.tokenizer, head, n=n, max_tokens=max_tokens)
+
+
+def evaluate_head(
+    model: Any, tokenizer: Any, head: Any, *, n: int, max_tokens: int = DEFAULT_MAX_TOKENS
+) -> dict:
+    """Teacher-forced numbers of the head on the first n benchmark chat prompts."""
     _, head_module = target_parts(model)
     rows = head_rows(head_module, head.draft_ids).astype(mx.float32)
     to_draft = mx.full((head.config.vocab_size,), -1, dtype=mx.int32)

@@ -1,125 +1,19 @@
-"""Chat prompts for self-distillation, made here from a seeded mix of topics, tasks and styles
-(nothing is downloaded). The held-out set is drawn from (topic, task) pairs the training set
-never uses, so held-out numbers measure prompts the head has not seen; no prompt is one of the
-benchmark's chat prompts."""
+"""Chat prompts for self-distillation, made here from a seeded mix of subjects, tasks and styles
+(nothing is downloaded). Six families of prompts, each with its own subjects
+(`engine/train_draft/subjects/*.txt`) and task templates: general topics, how-to activities,
+people, places, comparisons of two things, and whole short-answer questions. The held-out set is
+drawn from (family, subject, task) keys the training set never uses, so held-out numbers measure
+prompts the head has not seen; no prompt is one of the benchmark's chat prompts, and the subjects
+added since the second head leave out the benchmark's own subjects."""
 
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
 
 from engine.bench.workloads import CHAT_QUESTIONS
-
-TOPICS = [
-    "the French Revolution",
-    "black holes",
-    "sourdough bread",
-    "the immune system",
-    "electric cars",
-    "the stock market",
-    "honeybees",
-    "the Roman Empire",
-    "volcanoes",
-    "climate change",
-    "the human heart",
-    "jazz music",
-    "chess openings",
-    "the moon landing",
-    "rainforests",
-    "quantum computing",
-    "coffee",
-    "the printing press",
-    "sleep",
-    "glaciers",
-    "the internet",
-    "vitamins",
-    "ancient Egypt",
-    "solar panels",
-    "dinosaurs",
-    "meditation",
-    "the water cycle",
-    "democracy",
-    "penguins",
-    "the periodic table",
-    "marathon training",
-    "the Renaissance",
-    "earthquakes",
-    "recycling",
-    "dogs",
-    "the Great Wall of China",
-    "photography",
-    "budgeting",
-    "tea ceremonies",
-    "Mars",
-    "bicycles",
-    "the ocean tides",
-    "gardening tomatoes",
-    "the Olympic Games",
-    "electricity",
-    "friendship",
-    "time management",
-    "public speaking",
-    "the Amazon river",
-    "origami",
-    "whales",
-    "video games",
-    "trains",
-    "the brain",
-    "mushrooms",
-    "airplanes",
-    "renewable energy",
-    "Shakespeare",
-    "the piano",
-    "hiking safety",
-    "spiders",
-    "the Silk Road",
-    "learning a language",
-    "clouds",
-    "pizza",
-    "the Industrial Revolution",
-    "rainbows",
-    "cryptography",
-    "soccer",
-    "yoga",
-    "bread yeast",
-    "robots",
-    "the Arctic",
-    "libraries",
-    "vaccination history",
-    "kites",
-    "lighthouses",
-    "a first job interview",
-    "moving to a new city",
-    "composting",
-    "sharks",
-    "magnets",
-    "the Eiffel Tower",
-    "fermentation",
-    "password security",
-    "deserts",
-    "butterflies",
-    "the Milky Way",
-    "email etiquette",
-    "knitting",
-    "a rainy weekend",
-    "space stations",
-    "volunteering",
-    "the metric system",
-    "wolves",
-    "spreadsheets",
-    "camping",
-    "bridges",
-    "Python lists",
-    "SQL joins",
-    "sorting algorithms",
-    "git branches",
-    "HTTP requests",
-    "unit tests",
-    "binary numbers",
-    "regular expressions",
-    "linked lists",
-    "JSON files",
-]
 
 TASKS = [
     "Explain {t} in simple terms.",
@@ -166,6 +60,49 @@ TASKS = [
     "What is the history of {t} in one sentence?",
 ]
 
+ACTIVITY_TASKS = [
+    "How do I {t}?",
+    "How can I {t}?",
+    "What is the easiest way to {t}?",
+    "Give me step-by-step instructions to {t}.",
+    "What do I need to {t}?",
+    "What mistakes should I avoid when I {t}?",
+    "I want to {t}. Where do I start?",
+    "Give me three tips to {t}.",
+    "How long does it take to {t}?",
+    "Explain how to {t} in simple terms.",
+]
+
+PERSON_TASKS = [
+    "Who was {t}?",
+    "What is {t} famous for?",
+    "Write a short biography of {t}.",
+    "Tell me a fun fact about {t}.",
+    "What can we learn from {t}?",
+    "Describe the life of {t} in three sentences.",
+    "Why is {t} important?",
+    "Write a short poem about {t}.",
+]
+
+PLACE_TASKS = [
+    "What is {t} known for?",
+    "Tell me about {t}.",
+    "Plan a three-day trip to {t}.",
+    "What is the weather like in {t}?",
+    "What should I see in {t}?",
+    "Give me three fun facts about {t}.",
+    "Describe {t} in a few sentences.",
+    "What food is {t} famous for?",
+]
+
+PAIR_TASKS = [
+    "What is the difference between {a} and {b}?",
+    "Compare {a} and {b}.",
+    "Which is better, {a} or {b}?",
+    "What do {a} and {b} have in common?",
+    "Explain the difference between {a} and {b} in two sentences.",
+]
+
 STYLES = [
     "",
     "",
@@ -185,34 +122,107 @@ DEFAULT_SEED = 1234
 
 
 @dataclass(frozen=True)
+class Family:
+    """One kind of prompt: its subjects, its task templates and its share of the prompts."""
+
+    name: str
+    subjects: tuple[str, ...]
+    tasks: tuple[str, ...]
+    weight: float
+
+    def prompt(self, subject: str, task: str) -> str:
+        if "{a}" in task:
+            a, b = (part.strip() for part in subject.split("|"))
+            return task.format(a=a, b=b)
+        # "Martin Luther King Jr." ends a sentence once
+        return task.format(t=subject).replace("..", ".")
+
+
+@dataclass(frozen=True)
 class PromptSets:
-    """Training prompts and held-out prompts (never trained on)."""
+    """Training prompts and held-out prompts (never trained on), each with its key."""
 
     train: list[str]
     heldout: list[str]
+    # (family, subject, task) of each prompt, in the same order
+    train_keys: list[tuple[str, str, str]] = field(default_factory=list)
+    heldout_keys: list[tuple[str, str, str]] = field(default_factory=list)
+
+
+@cache
+def subjects(name: str) -> tuple[str, ...]:
+    """The subjects in subjects/<name>.txt (one per line; # starts a comment line)."""
+    text = resources.files("engine.train_draft").joinpath("subjects", f"{name}.txt").read_text()
+    lines = (line.strip() for line in text.splitlines())
+    return tuple(dict.fromkeys(line for line in lines if line and not line.startswith("#")))
+
+
+def families() -> list[Family]:
+    """Every family, with its weight in the mix."""
+    return [
+        Family("topic", subjects("topics"), tuple(TASKS), 0.42),
+        Family("activity", subjects("activities"), tuple(ACTIVITY_TASKS), 0.16),
+        Family("fact", subjects("facts"), ("{t}",), 0.10),
+        Family("person", subjects("people"), tuple(PERSON_TASKS), 0.09),
+        Family("place", subjects("places"), tuple(PLACE_TASKS), 0.09),
+        Family("pair", subjects("pairs"), tuple(PAIR_TASKS), 0.08),
+    ]
 
 
 def make_prompts(n_train: int, n_heldout: int, *, seed: int = DEFAULT_SEED) -> PromptSets:
     """`n_train` and `n_heldout` distinct prompts; the same seed gives the same lists."""
     rng = random.Random(seed)
-    pairs = [(topic, task) for topic in TOPICS for task in TASKS]
-    rng.shuffle(pairs)
-    n_held_pairs = max(n_heldout, len(pairs) // 20)
-    held_pairs, train_pairs = pairs[:n_held_pairs], pairs[n_held_pairs:]
-    train = _draw(rng, train_pairs, n_train)
-    heldout = _draw(rng, held_pairs, n_heldout)
-    return PromptSets(train=train, heldout=heldout)
+    train_keys: dict[str, list[tuple[str, str]]] = {}
+    held_keys: dict[str, list[tuple[str, str]]] = {}
+    every = families()
+    for family in every:
+        pairs = [(subject, task) for subject in family.subjects for task in family.tasks]
+        rng.shuffle(pairs)
+        n_held = max(1, len(pairs) // 20)
+        held_keys[family.name], train_keys[family.name] = pairs[:n_held], pairs[n_held:]
+    taken: set[str] = set()
+    train, train_k = _draw(rng, every, train_keys, n_train, taken)
+    heldout, heldout_k = _draw(rng, every, held_keys, n_heldout, taken)
+    return PromptSets(train, heldout, train_k, heldout_k)
 
 
-def _draw(rng: random.Random, pairs: list[tuple[str, str]], n: int) -> list[str]:
-    combos = [(pair, style) for pair in pairs for style in dict.fromkeys(STYLES)]
-    rng.shuffle(combos)
+def _draw(
+    rng: random.Random,
+    every: list[Family],
+    keys: dict[str, list[tuple[str, str]]],
+    n: int,
+    taken: set[str],
+) -> tuple[list[str], list[tuple[str, str, str]]]:
+    """n prompts from the families' pools at their weights, none in `taken` (which grows)."""
     # the benchmark's chat prompts measure the head on prompts it never saw
-    unseen = set(CHAT_QUESTIONS)
-    combos = [c for c in combos if c[0][1].format(t=c[0][0]) + c[1] not in unseen]
-    if n > len(combos):
-        raise ValueError(f"asked for {n} prompts; the generator makes {len(combos)} here")
-    return [task.format(t=topic) + style for (topic, task), style in combos[:n]]
+    taken.update(CHAT_QUESTIONS)
+    pools = {}
+    for family in every:
+        combos = [
+            (family.prompt(subject, task) + style, (family.name, subject, task))
+            for subject, task in keys[family.name]
+            for style in dict.fromkeys(STYLES)
+        ]
+        rng.shuffle(combos)
+        pools[family.name] = [c for c in combos if c[0] not in taken]
+    available = sum(len(pool) for pool in pools.values())
+    if n > available:
+        raise ValueError(f"asked for {n} prompts; the generator makes {available} here")
+    by_name = {family.name: family for family in every}
+    prompts: list[str] = []
+    prompt_keys: list[tuple[str, str, str]] = []
+    while len(prompts) < n:
+        names = [name for name, pool in pools.items() if pool]
+        if not names:
+            raise ValueError(f"asked for {n} prompts; the generator makes {len(prompts)} here")
+        name = rng.choices(names, weights=[by_name[m].weight for m in names])[0]
+        prompt, key = pools[name].pop()
+        if prompt in taken:  # two families can make one text ("What is gravity?")
+            continue
+        taken.add(prompt)
+        prompts.append(prompt)
+        prompt_keys.append(key)
+    return prompts, prompt_keys
 
 
 def messages(prompt: str) -> list[dict[str, str]]:

@@ -171,6 +171,11 @@ def _python_bench(words, tmp_path):
     assert "--model" in result.stdout
 
 
+def _python_train_draft(words, tmp_path):
+    result = _python(words)
+    assert "--data" in result.stdout and "--bench-prompts" in result.stdout
+
+
 def _python_layer_draft(words, tmp_path):
     out = tmp_path / "draft"
     argv = [str(out) if w == "DIR" else w for w in words]
@@ -256,6 +261,7 @@ HOW: dict[str, Callable[[list[str], Path], None]] = {
     "python -m engine.bench": _python_bench,
     "python -m engine.bench.layer_draft": _python_layer_draft,
     "python -m engine.bench.two_models": _python_two_models,
+    "python -m engine.train_draft": _python_train_draft,
 }
 
 COMMANDS = readme_commands(README.read_text())
