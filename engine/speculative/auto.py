@@ -30,29 +30,45 @@ class CostModel:
     width), as exponential moving averages."""
 
     seconds: dict[tuple[int, int], float] = field(default_factory=dict)
+    # shapes timed once: that first time pays one-off costs (a graph build per new shape on
+    # CUDA, 5x a step and more; buffer allocation), and one such sample, averaged in, kept
+    # auto off a width it then rarely tried again
+    _first_seen: set[tuple[int, int]] = field(default_factory=set)
 
     def record(self, batch: int, width: int, seconds: float) -> None:
         key = (batch, width)
+        if key not in self._first_seen:
+            self._first_seen.add(key)
+            return
         old = self.seconds.get(key)
         self.seconds[key] = seconds if old is None else old + DEFAULT_EMA * (seconds - old)
 
     def relative(self, batch: int, width: int) -> float:
-        """cost(batch, width) / cost(batch, 1). Until measured: the widest narrower width
-        measured at this batch size (a round's fixed cost, large on a GPU, is paid at every
-        width) plus a slope that grows with batch, never more than `width` plain steps."""
+        """cost(batch, width) / cost(batch, 1). A width not measured at this batch size is
+        read off the measured ones: between two, on the line joining them; past the widest,
+        its cost grown by a slope per extra token (a round's fixed cost, large on a GPU, is
+        paid at every width), so a wider width is tried and then known; with nothing
+        measured, a slope that grows with batch, at most `width` steps."""
         if width <= 1:
             return 1.0
         base = self.seconds.get((batch, 1))
-        cost = self.seconds.get((batch, width))
-        if base and cost:
-            return max(cost / base, 1.0)
-        known, floor = 1, 1.0
-        if base:
-            for w in range(width - 1, 1, -1):
-                if (batch, w) in self.seconds:
-                    known, floor = w, max(self.seconds[(batch, w)] / base, 1.0)
-                    break
-        return min(floor + DEFAULT_COST_SLOPE * (width - known) * batch, max(width, floor))
+        if not base:
+            return min(1.0 + DEFAULT_COST_SLOPE * (width - 1) * batch, float(width))
+        known = {1: 1.0}
+        for (b, w), seconds in self.seconds.items():
+            if b == batch and w > 1:
+                known[w] = max(seconds / base, 1.0)
+        if width in known:
+            return known[width]
+        below = max(w for w in known if w < width)
+        above = [w for w in known if w > width]
+        if above:
+            w2 = min(above)
+            t = (width - below) / (w2 - below)
+            return known[below] + t * (known[w2] - known[below])
+        if below == 1:
+            return min(1.0 + DEFAULT_COST_SLOPE * (width - 1) * batch, float(width))
+        return known[below] * (1.0 + DEFAULT_COST_SLOPE * (width - below))
 
 
 @dataclass

@@ -100,13 +100,17 @@ def test_cost_model_prior_then_measurements():
     costs = CostModel()
     assert costs.relative(4, 1) == 1.0
     assert costs.relative(1, 5) > 1.0  # a prior until measured
+    costs.record(1, 1, 0.200)  # a shape's first time (a graph build) is left out
+    costs.record(1, 5, 0.500)
+    assert not costs.seconds
     costs.record(1, 1, 0.010)
     costs.record(1, 5, 0.013)
     assert costs.relative(1, 5) == pytest.approx(1.3)
     costs.record(1, 5, 0.023)  # a moving average: one slow round moves it part of the way
     assert 1.3 < costs.relative(1, 5) < 2.3
-    costs.record(2, 1, 0.010)
-    costs.record(2, 3, 0.005)
+    for _ in range(2):
+        costs.record(2, 1, 0.010)
+        costs.record(2, 3, 0.005)
     assert costs.relative(2, 3) == 1.0  # never cheaper than a plain step
 
 
@@ -114,36 +118,46 @@ def test_cost_model_prior_carries_a_rounds_fixed_cost_to_wider_widths():
     """On a GPU a verify round's fixed cost (drafting, read-back, no pipelining) dwarfs its
     width: a width not yet measured is priced from the widest narrower one measured."""
     costs = CostModel()
-    costs.record(1, 1, 0.010)
-    costs.record(1, 2, 0.025)
-    assert costs.relative(1, 5) == pytest.approx(2.5 + 3 * 0.15)
+    for _ in range(2):
+        costs.record(1, 1, 0.010)
+        costs.record(1, 2, 0.025)
+    assert costs.relative(1, 5) == pytest.approx(2.5 * (1 + 3 * 0.15))
     assert costs.relative(32, 5) <= 5.0  # unmeasured: never above five plain steps
     policy = AutoPolicy(costs=costs)
     # acceptance 0.6 does not pay for such rounds; 0.95 does, at the widest width
     assert policy.choose([0.6], 1, 4) == [0]
     assert policy.choose([0.95], 1, 4) == [4]
+    # at a large batch too: a row that always keeps its one draft tries a wider width
+    wide = CostModel()
+    measure(wide, 16, {1: 0.010, 2: 0.013})
+    assert AutoPolicy(costs=wide).choose([0.98] * 16, 16, 4)[0] > 1
+    # once a wide width is measured, the ones between are read off the line, not re-tried
+    measure(wide, 16, {9: 0.040})
+    assert wide.relative(16, 5) == pytest.approx(1.3 + 3 / 7 * (4.0 - 1.3))
+
+
+def measure(costs: CostModel, batch: int, seconds: dict[int, float]) -> None:
+    """Each width timed twice (a shape's first time is left out)."""
+    for _ in range(2):
+        for width, s in seconds.items():
+            costs.record(batch, width, s)
 
 
 def test_auto_drafts_when_acceptance_pays_and_stops_when_it_loses():
     policy = AutoPolicy()
-    policy.costs.record(1, 1, 0.010)
-    for width in range(2, 18):
-        policy.costs.record(1, width, 0.010 * (1 + 0.05 * (width - 1)))
+    measure(policy.costs, 1, {w: 0.010 * (1 + 0.05 * (w - 1)) for w in range(1, 18)})
     assert policy.choose([0.9], batch=1, k_max=16)[0] >= 4
     assert policy.choose([0.05], batch=1, k_max=16) == [0]
     expensive = AutoPolicy()
-    expensive.costs.record(1, 1, 0.010)
-    for width in range(2, 18):
-        expensive.costs.record(1, width, 0.010 * width)  # verification costs a step per token
+    # verification costs a step per token
+    measure(expensive.costs, 1, {w: 0.010 * w for w in range(1, 18)})
     assert expensive.choose([0.7], batch=1, k_max=16) == [0]
 
 
 def test_auto_picks_k_per_row_within_the_batchs_width():
     """A rarely accepted row drafts less or nothing while its neighbours draft more."""
     policy = AutoPolicy()
-    policy.costs.record(3, 1, 0.010)
-    for width in range(2, 18):
-        policy.costs.record(3, width, 0.010 * (1 + 0.05 * (width - 1)))
+    measure(policy.costs, 3, {w: 0.010 * (1 + 0.05 * (w - 1)) for w in range(1, 18)})
     good, fair, poor = policy.choose([0.9, 0.3, 0.05], batch=3, k_max=8)
     assert good >= 4 and fair == 1 and poor == 0
 
