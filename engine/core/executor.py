@@ -27,7 +27,9 @@ from engine.core.prefill import PrefillWork, prefill_alone, prefill_together
 from engine.core.recovery import recover_batch
 from engine.core.request_state import RequestState
 from engine.core.step_plan import CacheHit, DecodeRow, StepOutput, StepPlan, TokenRun
+from engine.requests import SpecMethod
 from engine.speculative.drafter import Drafter, DraftRow, VerifyFeedback, proposes_for_itself
+from engine.speculative.prompt_lookup import DEFAULT_SEARCH_WINDOW, strong_match
 
 log = logging.getLogger(__name__)
 
@@ -267,7 +269,7 @@ class ModelExecutor:
             out.add_run(state.request_id, TokenRun([token]))
         pending = batch.pending_tokens()
         histories = [s.history + t for s, t in zip(batch.rows, _fresh_tokens(out, batch.rows))]
-        drafts = self._propose(plan, histories, out)
+        drafts, used = self._propose(plan, histories, out)
         for i, replay in enumerate(batch.replay):
             if len(replay) > DEFAULT_MAX_REPLAY:
                 drafts[i] = []  # commit its state this round: nothing to reject
@@ -298,8 +300,8 @@ class ModelExecutor:
             kept.append(accepted + 1)
             next_inputs.append(target[accepted])
             out.add_run(rid, TokenRun(target[: accepted + 1], draft, accepted))
-            if row.drafter is not None and draft:
-                feedback.setdefault(row.drafter, []).append(
+            if used[i] is not None and draft:
+                feedback.setdefault(used[i], []).append(
                     VerifyFeedback(rid, draft, accepted, target[: accepted + 1])
                 )
         self.inputs.keep_verified(batch.rows, verify, kept, targets)
@@ -322,14 +324,26 @@ class ModelExecutor:
 
     def _propose(
         self, plan: list[DecodeRow], histories: list[list[int]], out: StepOutput
-    ) -> list[list[int]]:
-        """Each drafter proposes for its rows at once; when that raises, row by row, and a row
-        that fails alone fails."""
+    ) -> tuple[list[list[int]], list[str | None]]:
+        """Each row's draft and the drafter that made it. A row marked `lookup_first` drafts a
+        strong prompt-lookup match when it has one (its own drafter's inputs wait for the next
+        round it drafts); then each drafter proposes for its rows at once; when that raises,
+        row by row, and a row that fails alone fails."""
         drafts: list[list[int]] = [[] for _ in plan]
+        used: list[str | None] = [row.drafter for row in plan]
         groups: dict[str, list[int]] = {}
         for i, row in enumerate(plan):
-            if row.k and row.drafter is not None and row.state.request_id not in out.failed:
-                groups.setdefault(row.drafter, []).append(i)
+            if not row.k or row.drafter is None or row.state.request_id in out.failed:
+                continue
+            if row.lookup_first:
+                params = row.state.request.speculative
+                match = strong_match(
+                    histories[i], row.k, ngram_max=params.ngram_max, window=DEFAULT_SEARCH_WINDOW
+                )
+                if match:
+                    drafts[i], used[i] = match, SpecMethod.PROMPT_LOOKUP.value
+                    continue
+            groups.setdefault(row.drafter, []).append(i)
         for name, indices in groups.items():
             drafter = self.drafters[name]
             hidden = drafter.wants_hidden_states
@@ -347,7 +361,7 @@ class ModelExecutor:
                         proposals.append([])
             for i, proposal in zip(indices, proposals):
                 drafts[i] = [int(t) for t in proposal[: plan[i].k]]
-        return drafts
+        return drafts, used
 
     # -- hidden states for drafters that read them --------------------------------------------
 

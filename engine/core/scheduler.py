@@ -156,7 +156,10 @@ class Scheduler:
         choices = self.policy.plan(self.running)
         for state, choice in zip(self.running, choices):
             state.stats.speculation_note = choice.note
-        return [DecodeRow(s, c.k, c.drafter, c.note) for s, c in zip(self.running, choices)]
+        return [
+            DecodeRow(s, c.k, c.drafter, c.note, c.lookup_first)
+            for s, c in zip(self.running, choices)
+        ]
 
     def _prefill_chunks(self) -> list[PrefillChunk]:
         """Up to one chunk of prompt tokens, for the oldest requests: a smaller one while other

@@ -26,6 +26,7 @@ class DecodeRow:
     k: int = 0
     drafter: str | None = None
     note: str | None = None  # why it runs plain although it asked to speculate
+    lookup_first: bool = False  # a strong prompt-lookup match drafts instead of `drafter`
 
 
 @dataclass

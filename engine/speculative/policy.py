@@ -1,7 +1,8 @@
 """Which drafter proposes for each running row and how many tokens (k), every round: the fixed
 methods ask their own drafter for their own k; "auto" rows share one k picked from measured
-costs and their recent acceptance (engine/speculative/auto.py), with the row's draft model when
-it has one and prompt lookup otherwise. Draft models are drafters named by `draft_drafter_name`
+costs and their recent acceptance (engine/speculative/auto.py), with the row's draft model (or
+the model's draft head or MTP layers) when it has one, a strong prompt-lookup match taking
+precedence over it, and prompt lookup otherwise. Draft models are drafters named by `draft_drafter_name`
 (a request names its own); the row carries the name of its own. Pure Python: it never touches a model."""
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ class DraftChoice:
     drafter: str | None = None
     k: int = 0
     note: str | None = None  # why a row that asked to speculate runs plain
+    # "auto" with a model drafter: a strong prompt-lookup match, when there is one, drafts
+    # instead (it wins where the reply copies the prompt; the drafter's state waits)
+    lookup_first: bool = False
 
 
 @dataclass
@@ -92,7 +96,9 @@ class SpeculationPolicy:
                 row = rows[i]
                 drafter = auto_drafter(row, self.drafters)
                 room = min(k, _room(row))
-                choices[i] = DraftChoice(drafter if room else None, room)
+                lookup = SpecMethod.PROMPT_LOOKUP.value
+                first = bool(room) and drafter != lookup and lookup in self.drafters
+                choices[i] = DraftChoice(drafter if room else None, room, lookup_first=first)
         return choices
 
     def observe(self, request_id: str, drafted: int, accepted: int) -> None:

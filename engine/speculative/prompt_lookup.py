@@ -10,6 +10,7 @@ from __future__ import annotations
 from engine.speculative.drafter import Drafter, DraftRow
 
 DEFAULT_SEARCH_WINDOW = 4096  # tokens of history searched; bounds the cost of long chats
+DEFAULT_STRONG_NGRAM = 3  # a match this long is trusted over a model drafter ("auto")
 
 
 class PromptLookupDrafter(Drafter):
@@ -54,3 +55,11 @@ def lookup(tokens: list[int], k: int, *, ngram_min: int, ngram_max: int, window:
         if best:
             return best
     return best
+
+
+def strong_match(tokens: list[int], k: int, *, ngram_max: int, window: int) -> list[int]:
+    """lookup() with n-grams of at least DEFAULT_STRONG_NGRAM tokens: a continuation worth
+    drafting before a model drafter's guess (rewrites, quotes, code being edited)."""
+    if ngram_max < DEFAULT_STRONG_NGRAM:
+        return []
+    return lookup(tokens, k, ngram_min=DEFAULT_STRONG_NGRAM, ngram_max=ngram_max, window=window)

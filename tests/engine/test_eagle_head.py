@@ -65,6 +65,22 @@ def test_mixed_batch_with_head_rows_equals_generate(default_model):
     assert head_row.accepted_tokens > 0, "no draft of the head was accepted"
 
 
+def test_auto_rows_rewriting_and_chatting_beside_head_rows_equal_generate(default_model):
+    """auto rows draft a strong prompt-lookup match before the head when there is one (a
+    rewrite copies its prompt): every row still equals mlx_lm.generate alone, and the head's
+    own rows and the rewrite rows both get drafts accepted."""
+    tok = default_model.tokenizer
+    messages = messages_for("rewrite", 2) + messages_for("chat", 2)
+    prompts = [prompt_ids(tok, m) for m in messages]
+    expected = [reference_tokens(default_model.model, tok, p, MAX_TOKENS) for p in prompts]
+    auto = SpeculativeParams(method=SpecMethod.AUTO)
+    head = SpeculativeParams(method=SpecMethod.DRAFT_MODEL, draft_tokens=3)
+    _, results = asyncio.run(_run(prompts, [auto, auto, auto, head]))
+    assert [r.token_ids for r in results] == expected
+    assert results[0].stats.spec.accepted_tokens > 0
+    assert results[3].stats.spec.accepted_tokens > 0
+
+
 def test_a_corrupt_head_is_refused_with_a_clear_message(tmp_path, monkeypatch):
     src = eagle_drafter.head_path("SmolLM2-135M-Instruct")
     shutil.copy(src, tmp_path / src.name)

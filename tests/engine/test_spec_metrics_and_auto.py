@@ -219,3 +219,27 @@ def test_policy_auto_uses_the_rows_own_draft_model_when_it_has_one():
         "lookup",
         None,
     )  # its draft model was unloaded: prompt lookup
+
+
+def test_policy_auto_lets_a_strong_lookup_match_draft_before_a_model_drafter():
+    mine = draft_drafter_name("/models/mine")
+    with_draft, without = _state(SpecMethod.AUTO), _state(SpecMethod.AUTO)
+    with_draft.draft = mine
+    fixed = _state(SpecMethod.DRAFT_MODEL)
+    fixed.draft = mine
+    policy = SpeculationPolicy(drafters=frozenset({"lookup", mine}))
+    first, second, third = policy.plan([with_draft, without, fixed])
+    assert first.drafter == mine and first.lookup_first  # auto: lookup first, then the draft
+    assert not second.lookup_first  # already drafting by lookup
+    assert not third.lookup_first  # "draft" asked for the draft model: only it drafts
+    alone = SpeculationPolicy(drafters=frozenset({mine})).plan([with_draft])[0]
+    assert not alone.lookup_first  # no lookup drafter on this engine
+
+
+def test_strong_match_needs_three_tokens_of_context():
+    from engine.speculative.prompt_lookup import strong_match
+
+    tokens = [5, 6, 7, 8, 9, 1, 2, 5, 6, 7]
+    assert strong_match(tokens, 2, ngram_max=4, window=100) == [8, 9]
+    assert strong_match([5, 6, 8, 9, 1, 5, 6], 2, ngram_max=4, window=100) == []  # two only
+    assert strong_match(tokens, 2, ngram_max=2, window=100) == []
