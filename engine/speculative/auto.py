@@ -4,11 +4,11 @@ of verifying k+1 tokens against 1; stop speculating while it loses.
 With per-token acceptance a, k drafts yield (1 - a^(k+1)) / (1 - a) tokens per target forward
 (the bonus token included). A round over k+1 tokens per row costs cost(B, k+1) / cost(B, 1)
 of a plain step at batch size B, measured as the engine runs: the whole round's wall time
-(drafting, forward, acceptance, rollback), since that is what a plain step is weighed against. All rows of a batch share the
-forward's width: the width chosen is the one that maximises the auto rows' summed tokens per
-unit of cost, and within it each row drafts only the positions it is likely enough to keep
-(a row that is rarely accepted drafts less or nothing while its neighbours draft more);
-plain decoding unless some width beats it.
+(drafting, forward, acceptance, rollback), since that is what a plain step is weighed
+against. All rows of a batch share the forward's width: the width chosen is the one that
+maximises the auto rows' summed tokens per unit of cost, and within it each row drafts only
+the positions it is likely enough to keep (a row that is rarely accepted drafts less or
+nothing while its neighbours draft more); plain decoding unless some width beats it.
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 methods ask their own drafter for their own k; "auto" rows share one k picked from measured
 costs and their recent acceptance (engine/speculative/auto.py), with the row's draft model (or
 the model's draft head or MTP layers) when it has one, a strong prompt-lookup match taking
-precedence over it, and prompt lookup otherwise. Draft models are drafters named by `draft_drafter_name`
-(a request names its own); the row carries the name of its own. Pure Python: it never touches a model."""
+precedence over it, and prompt lookup otherwise. Draft models are drafters named by
+`draft_drafter_name` (a request names its own); the row carries the name of its own. Pure
+Python: it never touches a model."""
 
 from __future__ import annotations
 
