@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import statistics
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,7 +74,9 @@ def run_single_stream(
     )
 
 
-def _one_at_a_time(prompts: list[list[int]], stream: Any, tokenizer: Any) -> RunResult:
+def _one_at_a_time(
+    prompts: list[list[int]], stream: Callable[[list[int]], Iterable[Any]], tokenizer: Any
+) -> RunResult:
     """Run `stream(prompt)` for each prompt in turn; TTFT from each prompt's own start."""
     start = time.perf_counter()
     outs: list[list[int]] = []
