@@ -25,6 +25,7 @@ from typing import Any
 import mlx.core as mx
 from mlx_lm.models.cache import BatchKVCache, KVCache
 
+from engine.cache import recurrent_capture
 from engine.cache.batch_rows import merge_row_caches
 from engine.cache.kv_quant import KVQuant, extend_layer, quantize_batch_cache
 from engine.cache.ragged import RaggedBatchKVCache
@@ -46,6 +47,7 @@ class Verify:
     snapshot: RecurrentSnapshot | None  # recurrent state from before the forward
     starts: list[int]  # each row's position of x[i][0]
     hidden: mx.array | None = None  # [B, width, d] when hidden states were wanted
+    capture: recurrent_capture.ForwardCapture | None = None  # what the recurrent layers were fed
 
 
 class DecodeBatch:
@@ -60,9 +62,11 @@ class DecodeBatch:
         self.inputs: mx.array | None = None  # [B] next input tokens, possibly not yet evaluated
         self.input_is_sampled: list[bool] = []  # True: the pending input is a new token to emit
         self.sample_failures: dict[int, str] = {}  # rows whose last sampling raised
-        # Recurrent layers (engine/cache/recurrent.py): a row whose draft was not all kept
+        # Recurrent layers (engine/cache/recurrent.py): a row whose draft was not all kept gets
+        # its state recomputed from the verify forward's inputs where the layers allow it, else
         # feeds its kept tokens again, before its pending input, with the next forward.
         self.recurrent = False
+        self.recompute = recurrent_capture.enabled()
         self.replay: list[list[int]] = []
         self._verify: Verify | None = None
         self.unbatched = False  # the one row decodes on its own (unmergeable) cache
@@ -251,14 +255,15 @@ class DecodeBatch:
             set_lengths(self.cache, [len(row) for row in x] if padded else None)
         tokens = mx.array([row + [0] * (width - len(row)) for row in x], dtype=mx.uint32)
         try:
-            hidden, logits = self._forward(tokens)
+            with recurrent_capture.capturing(self.recurrent and self.recompute) as capture:
+                hidden, logits = self._forward(tokens)
         finally:
             if self.recurrent:
                 set_lengths(self.cache, None)
         mx.async_eval(logits, *([hidden] if hidden is not None else []))
         starts = list(self.lengths)
         self.lengths = [n + width for n in self.lengths]
-        self._verify = Verify(x, drafts, logits, snapshot, starts, hidden)
+        self._verify = Verify(x, drafts, logits, snapshot, starts, hidden, capture)
         return self._verify
 
     def _forward(self, tokens: mx.array) -> tuple[mx.array | None, mx.array]:
@@ -287,14 +292,23 @@ class DecodeBatch:
     def rollback(self, kept: list[int], next_inputs: list[int]) -> None:
         """Keep row i's replayed tokens, its pending input and the first `kept[i] - 1` draft
         tokens; give back the rest of what the round wrote; feed `next_inputs` next. With
-        recurrent layers, a row that did not keep its whole draft goes back to its state from
-        before the round and replays what it kept with the next forward."""
+        recurrent layers, a row that did not keep its whole draft gets its state recomputed
+        from what the forward fed it, or (layers that do not allow it) goes back to its state
+        from before the round and replays what it kept with the next forward."""
         verify = self._verify
         width = max(len(row) for row in verify.x)
+        fed = [len(r) + k for r, k in zip(self.replay, kept)]
+        short = [n < len(row) for n, row in zip(fed, verify.x)]
+        recomputed = (
+            self.recurrent
+            and verify.snapshot is not None
+            and verify.snapshot.recompute_rows(verify.capture, fed, short)
+        )
+        verify.capture = None  # the captured inputs are not needed past this point
         surplus, restore = [], []
-        for i, (row, draft, k) in enumerate(zip(verify.x, verify.drafts, kept)):
+        for i, (row, k) in enumerate(zip(verify.x, kept)):
             committed = len(self.replay[i]) + k
-            if self.recurrent and k < len(draft) + 1:
+            if self.recurrent and short[i] and not recomputed:
                 surplus.append(width)
                 restore.append(True)
                 self.replay[i] = row[:committed]

@@ -1,0 +1,124 @@
+"""What a verify forward fed the recurrent layers, kept so that rows which keep only part of their
+draft get their state recomputed from it instead of feeding their kept tokens again.
+
+Gated-delta layers (Qwen3.5 / Qwen3.6, Qwen3-Next and the rest that call mlx-lm's
+`gated_delta_update`) hold two arrays: the convolution's last inputs and the recurrence's state.
+During a captured forward every `nn.Conv1d` input and every `gated_delta_update` call is recorded;
+afterwards (engine/cache/recurrent.py, `RecurrentSnapshot.recompute_rows`) a short row's
+convolution state is the window of its captured input that ends at its last kept position (the
+gather the layer itself does for a row with `lengths`), and its recurrence state is the same
+function run again from the state before the forward over the kept positions only (a mask). One
+recurrence call per layer over at most k+1 positions replaces a second pass of every kept token
+through the whole model. Models whose layers do not fit this shape keep the replay.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import mlx.core as mx
+import mlx.nn as nn
+
+REPLAY_ENV = "TANDEM_RECURRENT_REPLAY"  # "1": always replay kept tokens (A/B runs)
+RECURRENCE_FUNCTIONS = ("gated_delta_update",)
+_MODEL_PACKAGE = "mlx_lm.models."
+
+
+@dataclass
+class RecurrenceCall:
+    """One call of a recurrence function during a captured forward, with its arguments."""
+
+    fn: Callable[..., tuple[mx.array, mx.array]]
+    arguments: inspect.BoundArguments
+
+    @property
+    def state(self) -> Any:
+        return self.arguments.arguments.get("state")
+
+    @property
+    def mask(self) -> Any:
+        return self.arguments.arguments.get("mask")
+
+    @property
+    def width(self) -> int:
+        return self.arguments.args[0].shape[1]
+
+    def rerun(self, state: mx.array, mask: mx.array) -> mx.array:
+        """The state after running the same inputs from `state`, skipping masked positions."""
+        arguments = dict(self.arguments.arguments)
+        arguments["state"], arguments["mask"] = state, mask
+        bound = inspect.BoundArguments(self.arguments.signature, arguments)  # type: ignore[arg-type]
+        return self.fn(*bound.args, **bound.kwargs)[1]
+
+
+@dataclass
+class ForwardCapture:
+    """Every conv input and recurrence call of one forward, in the order the layers ran."""
+
+    conv_inputs: list[mx.array] = field(default_factory=list)
+    calls: list[RecurrenceCall] = field(default_factory=list)
+
+
+_active: ForwardCapture | None = None  # set on the MLX thread around one forward only
+
+
+def enabled() -> bool:
+    return os.environ.get(REPLAY_ENV, "") in ("", "0")
+
+
+@contextmanager
+def capturing(on: bool = True) -> Iterator[ForwardCapture | None]:
+    """Record the forward run inside this block (None and no recording when `on` is False)."""
+    global _active
+    if not on:
+        yield None
+        return
+    install()
+    _active = ForwardCapture()
+    try:
+        yield _active
+    finally:
+        _active = None
+
+
+def install() -> None:
+    """Hook nn.Conv1d and the recurrence functions of every loaded mlx-lm model module (idempotent;
+    a hook records nothing outside `capturing`)."""
+    if not getattr(nn.Conv1d.__call__, "tandem_capture", False):
+        nn.Conv1d.__call__ = _conv_hook(nn.Conv1d.__call__)
+    for name, module in list(sys.modules.items()):
+        if not name.startswith(_MODEL_PACKAGE) or module is None:
+            continue
+        for fn_name in RECURRENCE_FUNCTIONS:
+            fn = getattr(module, fn_name, None)
+            if callable(fn) and not getattr(fn, "tandem_capture", False):
+                setattr(module, fn_name, _call_hook(fn))
+
+
+def _conv_hook(original: Callable[..., mx.array]) -> Callable[..., mx.array]:
+    def __call__(self: nn.Conv1d, x: mx.array) -> mx.array:
+        if _active is not None:
+            _active.conv_inputs.append(x)
+        return original(self, x)
+
+    __call__.tandem_capture = True  # type: ignore[attr-defined]
+    return __call__
+
+
+def _call_hook(original: Callable[..., Any]) -> Callable[..., Any]:
+    signature = inspect.signature(original)
+
+    def hooked(*args: Any, **kwargs: Any) -> Any:
+        if _active is not None:
+            _active.calls.append(RecurrenceCall(original, signature.bind(*args, **kwargs)))
+        return original(*args, **kwargs)
+
+    hooked.tandem_capture = True  # type: ignore[attr-defined]
+    hooked.__wrapped__ = original  # type: ignore[attr-defined]
+    return hooked
