@@ -241,7 +241,18 @@ async def bench(args: argparse.Namespace) -> dict:
         for spec, runs in variants:
             if spec is None and configs:
                 continue  # the plain runs are reported inside each speculative row
-            row = make_row(args, c, spec, runs, base_runs, plain, base, expected, mlx_spec)
+            row = make_row(
+                args,
+                c,
+                spec,
+                runs,
+                base_runs,
+                plain,
+                base,
+                expected,
+                mlx_spec,
+                plain_runs=plain_runs,
+            )
             add_single_stream(row, single_runs, plain)
             if expected:
                 row["mismatches"] = mismatches(model, prompts, expected, runs)

@@ -25,6 +25,8 @@ def make_row(
     base: float | None,
     expected: list[list[int]] | None,
     mlx_spec: float | None,
+    *,
+    plain_runs: list[RunResult] | None = None,
 ) -> dict:
     """The JSON row for concurrency `c` and speculative config `spec` (None: plain)."""
     ours = statistics.median(r.tokens_per_s for r in runs)
@@ -61,6 +63,14 @@ def make_row(
         "ratio_paired": paired_ratio(
             [r.tokens_per_s for r in runs], [r.tokens_per_s for r in base_runs]
         ),
+        # the speed-up run by run (each speculative run against the plain run just before it):
+        # a host that changes speed between runs moves it far less than a ratio of medians
+        "plain_runs_tokens_per_s": [round(r.tokens_per_s, 2) for r in plain_runs or []],
+        "speedup_paired": paired_ratio(
+            [r.tokens_per_s for r in runs], [r.tokens_per_s for r in plain_runs or []]
+        )
+        if spec
+        else None,
         "step_ms": timing.per_round_ms(),
         "verify_rounds": timing.verify_rounds,
         "plain_steps": timing.plain_steps,
@@ -78,10 +88,11 @@ def print_row(row: dict) -> None:
             f" (paired {row['ratio_vs_single_stream_paired']})"
         )
     accept = f" p={row['acceptance']}" if row["acceptance"] is not None else ""
+    paired = f" (paired {row['speedup_paired']})" if row.get("speedup_paired") else ""
     print(
         f"c={row['concurrency']:>3} {row['workload']:<8} spec={row['speculative']}"
         f"(k={row['draft_tokens']}{accept}) ours {row['ours_tokens_per_s']:8.2f} tok/s{extra}"
-        f" plain {row['plain_tokens_per_s']:8.2f} x{row['speedup_vs_plain']:.2f}"
+        f" plain {row['plain_tokens_per_s']:8.2f} x{row['speedup_vs_plain']:.2f}{paired}"
         f" MAL {row['mean_acceptance_length']:.2f} ttft {row['ours_mean_ttft_s']:.2f}s"
         f" lossless={row['lossless']}{differences(row)}",
         flush=True,

@@ -67,57 +67,103 @@ class RecurrentSnapshot:
     ) -> bool:
         """Put rows[i] == True at the state after the first kept[i] positions the forward fed,
         recomputed from `capture`; False, with nothing changed, when the capture does not
-        describe these layers (one conv input and one recurrence call per layer, in order)."""
+        describe these layers (per layer, in order: one recurrence call, whose state argument
+        is one of the layer's arrays, and one conv input for each of its other arrays)."""
         if not any(rows):
             return True
         plan = _recompute_plan(self.layers, capture)
         if plan is None:
             return False
-        width = plan[0][3].width
-        ends = mx.array(kept)
-        keep = mx.arange(width)[None, :] < ends[:, None]
         back = mx.array(rows)
-        for layer, state_slot, conv_slot, call, conv_input in plan:
-            old_state = call.state  # the state from before the forward (the snapshot's)
-            mask = keep if call.mask is None else call.mask & keep
-            state = call.rerun(old_state, mask)
-            current = layer.cache[state_slot]
-            layer.cache[state_slot] = mx.where(_rows(back, current.ndim), state, current)
-            n_keep = layer.cache[conv_slot].shape[1]
-            # the window the layer itself keeps for a row fed `kept` tokens (its `lengths` path)
-            positions = (mx.clip(ends, 0, width)[:, None] + mx.arange(n_keep))[..., None]
-            conv = mx.take_along_axis(conv_input, positions, axis=1)
-            current = layer.cache[conv_slot]
-            layer.cache[conv_slot] = mx.where(_rows(back, current.ndim), conv, current)
+        for (layer, *_), arrays in zip(plan, _recomputed(plan, kept)):
+            for slot, value in arrays.items():
+                current = layer.cache[slot]
+                mask = back.reshape((-1,) + (1,) * (current.ndim - 1))
+                layer.cache[slot] = mx.where(mask, value, current)
         return True
 
+    def row_arrays_at(
+        self, capture: ForwardCapture | None, row: int, kept: int
+    ) -> list[dict[int, mx.array]] | None:
+        """Row `row`'s arrays ([1, ...]) in each recurrent layer after the first `kept`
+        positions the forward fed it, recomputed from `capture`; None when it cannot."""
+        plan = _recompute_plan(self.layers, capture)
+        if plan is None:
+            return None
+        rows = plan[0][2].state.shape[0]
+        batch = [kept if b == row else 0 for b in range(rows)]
+        return [
+            {slot: value[row : row + 1] for slot, value in arrays.items()}
+            for arrays in _recomputed(plan, batch)
+        ]
 
-def _rows(back: mx.array, ndim: int) -> mx.array:
-    return back.reshape((-1,) + (1,) * (ndim - 1))
+
+def _recomputed(plan: Plan, kept: list[int]) -> list[dict[int, mx.array]]:
+    """Every row's arrays after its first kept[i] fed positions, per layer of the plan."""
+    width = plan[0][2].width
+    ends = mx.array(kept)
+    keep = mx.arange(width)[None, :] < ends[:, None]
+    out = []
+    for _, state_slot, call, convs in plan:
+        mask = keep if call.mask is None else call.mask & keep
+        arrays = {state_slot: call.rerun(call.state, mask)}  # call.state: from before the forward
+        for slot, conv_input in convs:
+            n_keep = conv_input.shape[1] - width
+            # the window the layer itself keeps for a row fed `kept` tokens (its `lengths` path)
+            positions = (mx.clip(ends, 0, width)[:, None] + mx.arange(n_keep))[..., None]
+            arrays[slot] = mx.take_along_axis(conv_input, positions, axis=1)
+        out.append(arrays)
+    return out
+
+
+Plan = list[tuple[ArraysCache, int, Any, list[tuple[int, mx.array]]]]
+_checked: dict[tuple, bool] = {}  # layer layouts whose pairing was checked once, and the answer
 
 
 def _recompute_plan(
     layers: list[tuple[ArraysCache, list[Any]]], capture: ForwardCapture | None
-) -> list[tuple[ArraysCache, int, int, Any, mx.array]] | None:
-    """Pair each recurrent layer with its captured conv input and recurrence call."""
-    if capture is None or not layers:
+) -> Plan | None:
+    """Pair each recurrent layer with its recurrence call (by the state it was given) and its
+    arrays besides that state with the conv inputs the layer fed, in order."""
+    if capture is None or not layers or len(capture.calls) != len(layers):
         return None
-    if len(capture.calls) != len(layers) or len(capture.conv_inputs) != len(layers):
-        return None
-    plan = []
-    for (layer, before), call, conv_input in zip(layers, capture.calls, capture.conv_inputs):
+    inputs = iter(capture.conv_inputs)
+    plan: Plan = []
+    for (layer, before), call in zip(layers, capture.calls):
         state_slot = next(
             (j for j, old in enumerate(before) if old is not None and old is call.state), None
         )
-        others = [j for j in range(len(before)) if j != state_slot]
-        if state_slot is None or len(others) != 1 or before[others[0]] is None:
+        slots = [j for j in range(len(before)) if j != state_slot]
+        if state_slot is None or not slots or call.width < 1:
             return None
-        conv_old = before[others[0]]
-        if conv_old.ndim != 3 or conv_input.ndim != 3 or call.width < 1:
-            return None
-        batch, n_keep, channels = conv_old.shape
-        if conv_input.shape != (batch, n_keep + call.width, channels):
-            return None
-        plan.append((layer, state_slot, others[0], call, conv_input))
-    widths = {p[3].width for p in plan}
-    return plan if len(widths) == 1 else None
+        convs = []
+        for slot in slots:
+            old, conv_input = before[slot], next(inputs, None)
+            if old is None or conv_input is None or old.ndim != 3 or conv_input.ndim != 3:
+                return None
+            batch, n_keep, channels = old.shape
+            if conv_input.shape != (batch, n_keep + call.width, channels):
+                return None
+            convs.append((slot, conv_input))
+        plan.append((layer, state_slot, call, convs))
+    if next(inputs, None) is not None or len({p[2].width for p in plan}) != 1:
+        return None
+    return plan if _pairing_holds(layers, plan) else None
+
+
+def _pairing_holds(layers: list[tuple[ArraysCache, list[Any]]], plan: Plan) -> bool:
+    """Once per layout: each paired conv input starts with the array it was paired with (a conv
+    input is that array followed by the new inputs), so a model whose convs run in another
+    order than its arrays is refused, never given the wrong state."""
+    key = tuple(
+        (len(before), state_slot, tuple((s, before[s].shape[1:]) for s, _ in convs))
+        for (_, before), (_, state_slot, _, convs) in zip(layers, plan)
+    )
+    if key not in _checked:
+        checks = [
+            mx.array_equal(conv_input[:, : before[slot].shape[1]], before[slot])
+            for (_, before), (_, _, _, convs) in zip(layers, plan)
+            for slot, conv_input in convs
+        ]
+        _checked[key] = bool(mx.all(mx.stack(checks)).item())
+    return _checked[key]

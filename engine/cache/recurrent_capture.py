@@ -74,12 +74,12 @@ def enabled() -> bool:
 
 @contextmanager
 def capturing(on: bool = True) -> Iterator[ForwardCapture | None]:
-    """Record the forward run inside this block (None and no recording when `on` is False)."""
+    """Record the forward run inside this block (None and no recording when `on` is False);
+    `install()` must have run since the model's module was imported."""
     global _active
     if not on:
         yield None
         return
-    install()
     _active = ForwardCapture()
     try:
         yield _active

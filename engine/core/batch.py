@@ -27,9 +27,10 @@ from mlx_lm.models.cache import BatchKVCache, KVCache
 
 from engine.cache import recurrent_capture
 from engine.cache.batch_rows import merge_row_caches
+from engine.cache.cache_list import leaves
 from engine.cache.kv_quant import KVQuant, extend_layer, quantize_batch_cache
 from engine.cache.ragged import RaggedBatchKVCache
-from engine.cache.recurrent import RecurrentSnapshot, has_recurrent, set_lengths
+from engine.cache.recurrent import RecurrentSnapshot, has_recurrent, is_recurrent, set_lengths
 from engine.core.request_state import RequestState
 from engine.hidden import split_forward
 from engine.requests import SpecMethod
@@ -69,6 +70,9 @@ class DecodeBatch:
         self.recompute = recurrent_capture.enabled()
         self.replay: list[list[int]] = []
         self._verify: Verify | None = None
+        # the last verify round, until the next forward or a change of rows: a row leaving
+        # right after it can be stored at an earlier position of that round (`extract_at`)
+        self._last_round: Verify | None = None
         self.unbatched = False  # the one row decodes on its own (unmergeable) cache
         self.solo = False  # the one row decodes on its own plain KVCache (see above)
         # Some row's drafter reads the target's hidden states (engine/hidden.py): forwards
@@ -96,6 +100,7 @@ class DecodeBatch:
         running batch once per layer; one row at a time would copy the batch once per row."""
         if not states:
             return
+        self._last_round = None
         if self.solo:
             self._leave_solo()
         if not self.rows and len(states) == 1 and self._may_run_solo(states[0], row_caches[0]):
@@ -112,6 +117,8 @@ class DecodeBatch:
         if self.cache is None or not self.rows:
             self.cache = batch_cache
             self.recurrent = has_recurrent(batch_cache)
+            if self.recurrent and self.recompute:
+                recurrent_capture.install()  # the model's module is imported by now
         else:
             self.cache = [extend_layer(m, t) for m, t in zip(self.cache, batch_cache)]
         quantize_batch_cache(self.cache, self.kv)
@@ -126,6 +133,7 @@ class DecodeBatch:
         """Keep only these rows (in this order)."""
         if indices == list(range(len(self.rows))):
             return
+        self._last_round = None
         self.sample_failures = {}
         if not indices:
             self.rows, self.lengths, self.cache, self.inputs = [], [], None, None
@@ -153,6 +161,36 @@ class DecodeBatch:
         if self.unbatched or self.solo:
             return list(self.cache)
         return [layer.extract(i) for layer in self.cache]
+
+    def extract_at(self, state: RequestState, positions: int) -> list[Any] | None:
+        """Single-row copies of one row's caches holding only its first `positions` positions:
+        fewer than it holds only back into the last verify round (a row that finished inside
+        its draft), recurrent state recomputed from that round's inputs; None when impossible."""
+        i = self.index(state)
+        held = self.lengths[i]
+        if positions == held:
+            return self.extract(state)
+        last = self._last_round
+        if positions > held or last is None or last.snapshot is None and self.recurrent:
+            return None
+        if positions < last.starts[i] or self.unbatched or self.solo:
+            return None
+        arrays = None
+        if self.recurrent:
+            arrays = last.snapshot.row_arrays_at(last.capture, i, positions - last.starts[i])
+            if arrays is None:
+                return None
+        caches = self.extract(state)
+        recurrent = iter(arrays or [])
+        for layer in leaves(caches):
+            if is_recurrent(layer):
+                for slot, value in next(recurrent).items():
+                    layer.cache[slot] = value
+            elif layer.is_trimmable():
+                layer.trim(held - positions)
+            else:
+                return None
+        return caches
 
     # -- one row on its own plain cache ----------------------------------------------------------
 
@@ -188,6 +226,7 @@ class DecodeBatch:
         """Queue one decode step (pipelined); `step_collect` then reads back what the previous
         step produced. Returns what `step_collect` needs."""
         assert self.inputs is not None
+        self._last_round = None
         inputs, fresh = self.inputs, self.input_is_sampled
         contexts = [self._context(i, inputs) for i in range(len(self.rows))]
         hidden, logits = self._forward(inputs[:, None])
@@ -244,6 +283,7 @@ class DecodeBatch:
     def verify_launch(self, pending: list[int], drafts: list[list[int]]) -> Verify:
         """Queue one target forward over every row's replayed tokens, pending input and draft
         (right-padded), and return at once so host work can overlap it."""
+        self._last_round = None
         if self.solo:
             self._leave_solo()
         x = [r + [t] + d for r, t, d in zip(self.replay, pending, drafts)]
@@ -304,7 +344,6 @@ class DecodeBatch:
             and verify.snapshot is not None
             and verify.snapshot.recompute_rows(verify.capture, fed, short)
         )
-        verify.capture = None  # the captured inputs are not needed past this point
         surplus, restore = [], []
         for i, (row, k) in enumerate(zip(verify.x, kept)):
             committed = len(self.replay[i]) + k
@@ -323,7 +362,7 @@ class DecodeBatch:
         self.lengths = [n - s for n, s in zip(self.lengths, surplus)]
         self.inputs = mx.array(next_inputs, dtype=mx.uint32)
         self.input_is_sampled = [False] * len(self.rows)
-        self._verify = None
+        self._verify, self._last_round = None, verify
 
     @staticmethod
     def _verify_contexts(

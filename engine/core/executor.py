@@ -131,15 +131,22 @@ class ModelExecutor:
             fed.append(state.eos_token)
         try:
             held = self.batch.lengths[self.batch.index(state)]
-            target = self.batch.extract(state)
             draft = self.inputs.export(state, held)
-            if draft is not None and draft[0].offset < held:
-                # it lacks the last pair (the token after is not known yet): store one token
-                # less, where the target's caches can give it back
-                if can_trim_prompt_cache(target):
-                    fed = fed[: draft[0].offset]
-                else:
-                    draft = None
+            want = min(held, len(fed), *([draft[0].offset] if draft is not None else []))
+            # a row that finished inside its draft holds positions past its reply, and a
+            # drafter cache may lack the last pair (the token after is not known yet): store
+            # what both hold, recurrent state recomputed (engine/core/batch.py, extract_at)
+            target = self.batch.extract_at(state, want) if want < held else None
+            if target is not None:
+                fed, held = fed[:want], want
+            else:
+                target = self.batch.extract(state)
+                if draft is not None and draft[0].offset < held:
+                    if can_trim_prompt_cache(target):
+                        fed = fed[: draft[0].offset]
+                    else:  # recurrent state past the drafter's last pair: the target alone
+                        draft = None
+                        self.reuse.cache.count_skip("draft-mismatch")
             self.reuse.publish(fed, target, held=held, draft=draft)
         except Exception:  # noqa: BLE001 - caching is best effort
             log.exception("could not store the prompt cache of %s", state.request_id)

@@ -108,11 +108,14 @@ def test_mtp_next_turn_from_the_prompt_cache_equals_generate(family, tmp_path, m
 
     async def body(eng):
         await collect(eng, GenerationRequest(prompt_tokens=first, max_tokens=N, speculative=spec))
-        return await collect(
+        out = await collect(
             eng, GenerationRequest(prompt_tokens=second, max_tokens=N, speculative=spec)
         )
+        return out, eng.stats().cache
 
-    out = with_engine(path, body, prompt_cache=True, prompt_cache_dir=str(tmp_path), **config)
+    out, stats = with_engine(
+        path, body, prompt_cache=True, prompt_cache_dir=str(tmp_path), **config
+    )
     assert out.tokens == expected
     cached = out.finished.stats.cached_tokens
     assert cached > 0
@@ -120,7 +123,12 @@ def test_mtp_next_turn_from_the_prompt_cache_equals_generate(family, tmp_path, m
     # the first turn's MTP cache went in whole (less the last pair when the token after the
     # target's last cached position is not known yet)
     assert offset in (held, held - 1), exported
-    assert adopted == [(cached, cached)]  # and came back with the hit
+    if offset == cached:
+        assert adopted == [(cached, cached)]  # and came back with the hit
+    else:
+        # recurrent state cannot go back to the MTP cache's last pair: the target's cache was
+        # stored alone, and the skip counted
+        assert adopted == [] and stats.skipped.get("draft-mismatch", 0) >= 1, stats
 
 
 def test_a_model_without_mtp_layers_refuses_mtp(tiny):

@@ -15,6 +15,8 @@ from engine.cache import recurrent_capture
 from engine.cache.batch_rows import merge_row_caches
 from engine.cache.recurrent import RecurrentSnapshot, set_lengths
 from engine.requests import SpeculativeParams
+from tests.architectures.build import build_model
+from tests.architectures.catalog import BY_NAME
 from tests.engine.engine_harness import synthetic
 from tests.engine.test_exactness import make_prompts, reference_tokens, run_engine
 from tests.tiny_models import make_tiny_qwen3_next_dir, prefill
@@ -28,6 +30,7 @@ def qwen3_next(tmp_path_factory):
 
 
 def _batch(model, prompts):
+    recurrent_capture.install()
     return merge_row_caches([prefill(model, p) for p in prompts])
 
 
@@ -54,6 +57,27 @@ def test_recomputed_state_equals_a_forward_over_the_kept_tokens(qwen3_next):
     assert len(got) == len(expected) > 0
     for a, b in zip(got, expected):
         assert mx.array_equal(a, b).item()
+
+
+@pytest.mark.parametrize("name", ["qwen3_5", "kimi_linear", "olmo_hybrid", "bailing_moe_v3"])
+def test_recompute_equals_feeding_each_row_its_kept_tokens_alone(name):
+    """Layers with one conv (Qwen3.5) and with three (q, k, v: Kimi Linear, OLMo hybrid,
+    Bailing v3): each row's arrays equal (to float rounding: the batch computes over five positions)
+    those of its own cache fed only what it kept."""
+    model, _ = build_model(BY_NAME[name])
+    prompts = [[1, 2, 3, 4, 20, 21], [1, 2, 30, 31, 32, 33], [1, 40, 41, 42, 43, 44]]
+    kept = [2, 5, 1]
+    cache = _batch(model, prompts)
+    snapshot = RecurrentSnapshot.take(cache)
+    with recurrent_capture.capturing() as capture:
+        model(mx.array(FED), cache=cache)
+    assert snapshot.recompute_rows(capture, kept, [k < 5 for k in kept])
+    for i, (prompt, fed, k) in enumerate(zip(prompts, FED, kept)):
+        alone = prefill(model, prompt + fed[:k])
+        got = [a[i : i + 1] for c in cache if hasattr(c, "cache") for a in c.cache]
+        want = _recurrent_arrays(alone)
+        for a, b in zip(got, want):
+            assert mx.allclose(a, b, atol=1e-5, rtol=1e-5).item(), (name, i)
 
 
 def test_a_capture_that_does_not_fit_changes_nothing(qwen3_next):
@@ -92,3 +116,42 @@ def test_both_rollbacks_are_exact_in_the_engine(qwen3_next, replay, monkeypatch)
     specs.append(SpeculativeParams())
     got = asyncio.run(run_engine(qwen3_next, prompts, 20, stagger=True, specs=specs))
     assert got == expected
+
+
+@pytest.mark.parametrize("stop_at", [3, 5, 6, 8])
+def test_a_reply_that_ends_inside_its_draft_is_stored_whole(qwen3_next, stop_at, tmp_path):
+    """A reply that ends inside an accepted draft (here at a stop string) leaves positions fed
+    past its end; recurrent state cannot be trimmed, so it is recomputed at the reply's end
+    from the last verify round and stored there: the next turn hits the whole history. A stop
+    string found only a round later (5 and 6 here: the row drafted on) is past that round:
+    then the reply is not stored, and the skip is counted."""
+    from mlx_lm.utils import load as mlx_load
+
+    from engine.requests import GenerationRequest
+    from tests.engine.engine_harness import collect, make_prompt, with_engine
+
+    _, tokenizer = mlx_load(str(qwen3_next))
+    first = make_prompt(70, 15)
+    reply = reference_tokens(qwen3_next, [first], max_tokens=24)[0]
+    stop = tokenizer.decode(reply[stop_at : stop_at + 1])
+
+    async def body(eng):
+        spec = synthetic(first, reply, 1.0, 4)
+        request = GenerationRequest(
+            prompt_tokens=first, max_tokens=24, speculative=spec, stop=(stop,)
+        )
+        one = await collect(eng, request)
+        second = first + one.tokens + [42, 43, 44]
+        two = await collect(eng, GenerationRequest(prompt_tokens=second, max_tokens=8))
+        return one, second, two, eng.stats().cache
+
+    one, second, two, stats = with_engine(
+        qwen3_next, body, prompt_cache=True, prompt_cache_dir=str(tmp_path)
+    )
+    assert len(one.tokens) < len(reply) and one.tokens == reply[: len(one.tokens)]
+    assert two.tokens == reference_tokens(qwen3_next, [second], max_tokens=8)[0]
+    whole = two.finished.stats.cached_tokens >= len(first) + len(one.tokens) - 1
+    if stop_at in (5, 6):
+        assert not whole and stats.skipped.get("untrimmable-tail") == 1, stats
+    else:
+        assert whole and "untrimmable-tail" not in stats.skipped, stats
