@@ -363,6 +363,8 @@ class DecodeBatch:
         self.inputs = mx.array(next_inputs, dtype=mx.uint32)
         self.input_is_sampled = [False] * len(self.rows)
         self._verify, self._last_round = None, verify
+        mx.async_eval(*cache_arrays(self.cache))
+
 
     @staticmethod
     def _verify_contexts(
@@ -374,3 +376,27 @@ class DecodeBatch:
         return [
             mx.array((history + draft[:j])[-n:], dtype=mx.uint32) for j in range(len(draft) + 1)
         ]
+
+
+CACHE_FIELDS = ("keys", "values", "offset", "left_padding")
+
+
+def cache_arrays(layers: list[Any]) -> list[mx.array]:
+    """Every array a batch cache holds. A rollback's ops (which differ from round to round) are
+    evaluated on their own, so the next forward's graph is the same every round: MLX's CUDA
+    backend reuses a CUDA graph only while the ops it holds repeat, and the rollback's ops
+    would otherwise shift every later one into new graphs (measured on the H200: see
+    docs/benchmarks.md, "Hybrid speculation")."""
+    out = []
+    for layer in leaves(layers):
+        if is_recurrent(layer):
+            out.extend(a for a in layer.cache if isinstance(a, mx.array))
+            continue
+        for name in CACHE_FIELDS:
+            value = layer.__dict__.get(name)
+            if isinstance(value, mx.array):
+                out.append(value)
+            elif isinstance(value, tuple):  # quantized keys / values: (data, scales, biases)
+                out.extend(a for a in value if isinstance(a, mx.array))
+    return out
+
