@@ -365,7 +365,6 @@ class DecodeBatch:
         self._verify, self._last_round = None, verify
         mx.async_eval(*cache_arrays(self.cache))
 
-
     @staticmethod
     def _verify_contexts(
         row: RequestState, history: list[int], draft: list[int]
@@ -399,4 +398,3 @@ def cache_arrays(layers: list[Any]) -> list[mx.array]:
             elif isinstance(value, tuple):  # quantized keys / values: (data, scales, biases)
                 out.extend(a for a in value if isinstance(a, mx.array))
     return out
-
