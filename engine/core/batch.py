@@ -27,7 +27,7 @@ from mlx_lm.models.cache import BatchKVCache, KVCache
 
 from engine.cache import recurrent_capture
 from engine.cache.batch_rows import merge_row_caches
-from engine.cache.cache_list import leaves
+from engine.cache.cache_list import cache_arrays, leaves
 from engine.cache.kv_quant import KVQuant, extend_layer, quantize_batch_cache
 from engine.cache.ragged import RaggedBatchKVCache
 from engine.cache.recurrent import RecurrentSnapshot, has_recurrent, is_recurrent, set_lengths
@@ -375,26 +375,3 @@ class DecodeBatch:
         return [
             mx.array((history + draft[:j])[-n:], dtype=mx.uint32) for j in range(len(draft) + 1)
         ]
-
-
-CACHE_FIELDS = ("keys", "values", "offset", "left_padding")
-
-
-def cache_arrays(layers: list[Any]) -> list[mx.array]:
-    """Every array a batch cache holds. A rollback's ops (which differ from round to round) are
-    evaluated on their own, so the next forward's graph is the same every round: MLX's CUDA
-    backend reuses a CUDA graph only while the ops it holds repeat, and the rollback's ops
-    would otherwise shift every later one into new graphs (measured on the H200: see
-    docs/benchmarks.md, "Hybrid speculation")."""
-    out = []
-    for layer in leaves(layers):
-        if is_recurrent(layer):
-            out.extend(a for a in layer.cache if isinstance(a, mx.array))
-            continue
-        for name in CACHE_FIELDS:
-            value = layer.__dict__.get(name)
-            if isinstance(value, mx.array):
-                out.append(value)
-            elif isinstance(value, tuple):  # quantized keys / values: (data, scales, biases)
-                out.extend(a for a in value if isinstance(a, mx.array))
-    return out
