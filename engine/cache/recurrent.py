@@ -67,15 +67,15 @@ class RecurrentSnapshot:
     ) -> bool:
         """Put rows[i] == True at the state after the first kept[i] positions the forward fed,
         recomputed from `capture`; False, with nothing changed, when the capture does not
-        describe these layers (per layer, in order: one recurrence call, whose state argument
-        is one of the layer's arrays, and one conv input for each of its other arrays)."""
+        describe these layers (per layer, in order: at most one recurrence call, whose state
+        argument is one of the layer's arrays, and one conv input for each other array)."""
         if not any(rows):
             return True
-        plan = _recompute_plan(self.layers, capture)
+        plan = RecomputePlan.pair(self.layers, capture)
         if plan is None:
             return False
         back = mx.array(rows)
-        for (layer, *_), arrays in zip(plan, _recomputed(plan, kept)):
+        for (layer, *_), arrays in zip(plan.layers, plan.recomputed(kept)):
             for slot, value in arrays.items():
                 current = layer.cache[slot]
                 mask = back.reshape((-1,) + (1,) * (current.ndim - 1))
@@ -87,71 +87,89 @@ class RecurrentSnapshot:
     ) -> list[dict[int, mx.array]] | None:
         """Row `row`'s arrays ([1, ...]) in each recurrent layer after the first `kept`
         positions the forward fed it, recomputed from `capture`; None when it cannot."""
-        plan = _recompute_plan(self.layers, capture)
+        plan = RecomputePlan.pair(self.layers, capture)
         if plan is None:
             return None
-        rows = plan[0][2].state.shape[0]
-        batch = [kept if b == row else 0 for b in range(rows)]
+        batch = [kept if b == row else 0 for b in range(plan.rows)]
         return [
             {slot: value[row : row + 1] for slot, value in arrays.items()}
-            for arrays in _recomputed(plan, batch)
+            for arrays in plan.recomputed(batch)
         ]
 
 
-def _recomputed(plan: Plan, kept: list[int]) -> list[dict[int, mx.array]]:
-    """Every row's arrays after its first kept[i] fed positions, per layer of the plan."""
-    width = plan[0][2].width
-    ends = mx.array(kept)
-    keep = mx.arange(width)[None, :] < ends[:, None]
-    out = []
-    for _, state_slot, call, convs in plan:
-        mask = keep if call.mask is None else call.mask & keep
-        arrays = {state_slot: call.rerun(call.state, mask)}  # call.state: from before the forward
-        for slot, conv_input in convs:
-            n_keep = conv_input.shape[1] - width
-            # the window the layer itself keeps for a row fed `kept` tokens (its `lengths` path)
-            positions = (mx.clip(ends, 0, width)[:, None] + mx.arange(n_keep))[..., None]
-            arrays[slot] = mx.take_along_axis(conv_input, positions, axis=1)
-        out.append(arrays)
-    return out
-
-
-Plan = list[tuple[ArraysCache, int, Any, list[tuple[int, mx.array]]]]
+LayerPlan = tuple[ArraysCache, int | None, Any, list[tuple[int, mx.array]]]
 _checked: dict[tuple, bool] = {}  # layer layouts whose pairing was checked once, and the answer
 
 
-def _recompute_plan(
-    layers: list[tuple[ArraysCache, list[Any]]], capture: ForwardCapture | None
-) -> Plan | None:
-    """Pair each recurrent layer with its recurrence call (by the state it was given) and its
-    arrays besides that state with the conv inputs the layer fed, in order."""
-    if capture is None or not layers or len(capture.calls) != len(layers):
-        return None
-    inputs = iter(capture.conv_inputs)
-    plan: Plan = []
-    for (layer, before), call in zip(layers, capture.calls):
-        state_slot = next(
-            (j for j, old in enumerate(before) if old is not None and old is call.state), None
-        )
-        slots = [j for j in range(len(before)) if j != state_slot]
-        if state_slot is None or not slots or call.width < 1:
+@dataclass
+class RecomputePlan:
+    """Each recurrent layer with its recurrence call (None: a conv-only layer such as LFM2's)
+    and its other arrays paired with the conv inputs the layer fed, from one forward."""
+
+    layers: list[LayerPlan]
+    width: int  # positions each row was fed
+    rows: int
+
+    @classmethod
+    def pair(
+        cls, layers: list[tuple[ArraysCache, list[Any]]], capture: ForwardCapture | None
+    ) -> RecomputePlan | None:
+        """The plan, or None when the capture does not describe these layers. A layer's call
+        is the next recorded one when its state argument is one of the layer's arrays."""
+        if capture is None or not layers:
             return None
-        convs = []
-        for slot in slots:
-            old, conv_input = before[slot], next(inputs, None)
-            if old is None or conv_input is None or old.ndim != 3 or conv_input.ndim != 3:
-                return None
-            batch, n_keep, channels = old.shape
-            if conv_input.shape != (batch, n_keep + call.width, channels):
-                return None
-            convs.append((slot, conv_input))
-        plan.append((layer, state_slot, call, convs))
-    if next(inputs, None) is not None or len({p[2].width for p in plan}) != 1:
-        return None
-    return plan if _pairing_holds(layers, plan) else None
+        inputs, calls = iter(capture.conv_inputs), list(capture.calls)
+        plan: list[LayerPlan] = []
+        widths, rows = set(), set()
+        for layer, before in layers:
+            call, state_slot = None, None
+            if calls:
+                state = calls[0].state
+                state_slot = next(
+                    (j for j, old in enumerate(before) if old is not None and old is state), None
+                )
+                if state_slot is not None:
+                    call = calls.pop(0)
+                    widths.add(call.width)
+            convs = []
+            for slot in (j for j in range(len(before)) if j != state_slot):
+                old, conv_input = before[slot], next(inputs, None)
+                if old is None or conv_input is None or old.ndim != 3 or conv_input.ndim != 3:
+                    return None
+                batch, n_keep, channels = old.shape
+                if conv_input.shape[0] != batch or conv_input.shape[2] != channels:
+                    return None
+                widths.add(conv_input.shape[1] - n_keep)
+                rows.add(batch)
+                convs.append((slot, conv_input))
+            plan.append((layer, state_slot, call, convs))
+        if calls or next(inputs, None) is not None or len(widths) != 1 or len(rows) != 1:
+            return None
+        width = widths.pop()
+        if width < 1 or not _pairing_holds(layers, plan):
+            return None
+        return cls(plan, width, rows.pop())
+
+    def recomputed(self, kept: list[int]) -> list[dict[int, mx.array]]:
+        """Every row's arrays after its first kept[i] fed positions, per layer."""
+        ends = mx.array(kept)
+        keep = mx.arange(self.width)[None, :] < ends[:, None]
+        out = []
+        for _, state_slot, call, convs in self.layers:
+            arrays = {}
+            if call is not None:  # call.state: the array from before the forward
+                mask = keep if call.mask is None else call.mask & keep
+                arrays[state_slot] = call.rerun(call.state, mask, ends)
+            for slot, conv_input in convs:
+                n_keep = conv_input.shape[1] - self.width
+                # the window the layer itself keeps for a row fed `kept` tokens (`lengths`)
+                positions = (mx.clip(ends, 0, self.width)[:, None] + mx.arange(n_keep))[..., None]
+                arrays[slot] = mx.take_along_axis(conv_input, positions, axis=1)
+            out.append(arrays)
+        return out
 
 
-def _pairing_holds(layers: list[tuple[ArraysCache, list[Any]]], plan: Plan) -> bool:
+def _pairing_holds(layers: list[tuple[ArraysCache, list[Any]]], plan: list[LayerPlan]) -> bool:
     """Once per layout: each paired conv input starts with the array it was paired with (a conv
     input is that array followed by the new inputs), so a model whose convs run in another
     order than its arrays is refused, never given the wrong state."""
@@ -165,5 +183,5 @@ def _pairing_holds(layers: list[tuple[ArraysCache, list[Any]]], plan: Plan) -> b
             for (_, before), (_, _, _, convs) in zip(layers, plan)
             for slot, conv_input in convs
         ]
-        _checked[key] = bool(mx.all(mx.stack(checks)).item())
+        _checked[key] = bool(mx.all(mx.stack(checks)).item()) if checks else True
     return _checked[key]

@@ -2,8 +2,10 @@
 draft get their state recomputed from it instead of feeding their kept tokens again.
 
 Gated-delta layers (Qwen3.5 / Qwen3.6, Qwen3-Next and the rest that call mlx-lm's
-`gated_delta_update`) hold two arrays: the convolution's last inputs and the recurrence's state.
-During a captured forward every `nn.Conv1d` input and every `gated_delta_update` call is recorded;
+`gated_delta_update`) and Mamba 2 layers (`ssm_update`: Mamba 2, Nemotron-H, Granite 4 hybrids,
+Falcon-H1, ...) hold the convolutions' last inputs and the recurrence's state; LFM2's short convs
+hold only the former. During a captured forward every `nn.Conv1d` input and every recurrence call
+is recorded;
 afterwards (engine/cache/recurrent.py, `RecurrentSnapshot.recompute_rows`) a short row's
 convolution state is the window of its captured input that ends at its last kept position (the
 gather the layer itself does for a row with `lengths`), and its recurrence state is the same
@@ -26,7 +28,7 @@ import mlx.core as mx
 import mlx.nn as nn
 
 REPLAY_ENV = "TANDEM_RECURRENT_REPLAY"  # "1": always replay kept tokens (A/B runs)
-RECURRENCE_FUNCTIONS = ("gated_delta_update",)
+RECURRENCE_FUNCTIONS = ("gated_delta_update", "ssm_update")  # Qwen3.5 & co.; Mamba 2 & co.
 _MODEL_PACKAGE = "mlx_lm.models."
 
 
@@ -49,10 +51,13 @@ class RecurrenceCall:
     def width(self) -> int:
         return self.arguments.args[0].shape[1]
 
-    def rerun(self, state: mx.array, mask: mx.array) -> mx.array:
-        """The state after running the same inputs from `state`, skipping masked positions."""
+    def rerun(self, state: mx.array, mask: mx.array, lengths: mx.array) -> mx.array:
+        """The state after running the same inputs from `state` over each row's first
+        lengths[i] positions (`mask`: those positions)."""
         arguments = dict(self.arguments.arguments)
         arguments["state"], arguments["mask"] = state, mask
+        if "lengths" in self.arguments.signature.parameters:  # ssm_update reads its state there
+            arguments["lengths"] = lengths
         bound = inspect.BoundArguments(self.arguments.signature, arguments)  # type: ignore[arg-type]
         return self.fn(*bound.args, **bound.kwargs)[1]
 

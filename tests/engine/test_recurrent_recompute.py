@@ -59,10 +59,14 @@ def test_recomputed_state_equals_a_forward_over_the_kept_tokens(qwen3_next):
         assert mx.array_equal(a, b).item()
 
 
-@pytest.mark.parametrize("name", ["qwen3_5", "kimi_linear", "olmo_hybrid", "bailing_moe_v3"])
+@pytest.mark.parametrize(
+    "name",
+    ["qwen3_5", "kimi_linear", "olmo_hybrid", "bailing_moe_v3", "mamba2", "nemotron_h", "lfm2"],
+)
 def test_recompute_equals_feeding_each_row_its_kept_tokens_alone(name):
-    """Layers with one conv (Qwen3.5) and with three (q, k, v: Kimi Linear, OLMo hybrid,
-    Bailing v3): each row's arrays equal (to float rounding: the batch computes over five positions)
+    """Gated-delta layers with one conv (Qwen3.5) and with three (q, k, v: Kimi Linear, OLMo
+    hybrid, Bailing v3), Mamba 2 layers (Mamba 2, Nemotron-H) and conv-only layers (LFM2):
+    each row's arrays equal, to float rounding (the batch computes five positions at once),
     those of its own cache fed only what it kept."""
     model, _ = build_model(BY_NAME[name])
     prompts = [[1, 2, 3, 4, 20, 21], [1, 2, 30, 31, 32, 33], [1, 40, 41, 42, 43, 44]]
@@ -77,7 +81,7 @@ def test_recompute_equals_feeding_each_row_its_kept_tokens_alone(name):
         got = [a[i : i + 1] for c in cache if hasattr(c, "cache") for a in c.cache]
         want = _recurrent_arrays(alone)
         for a, b in zip(got, want):
-            assert mx.allclose(a, b, atol=1e-5, rtol=1e-5).item(), (name, i)
+            assert mx.allclose(a, b, atol=1e-4, rtol=1e-4).item(), (name, i)
 
 
 def test_a_capture_that_does_not_fit_changes_nothing(qwen3_next):
@@ -155,3 +159,25 @@ def test_a_reply_that_ends_inside_its_draft_is_stored_whole(qwen3_next, stop_at,
         assert not whole and stats.skipped.get("untrimmable-tail") == 1, stats
     else:
         assert whole and "untrimmable-tail" not in stats.skipped, stats
+
+
+@pytest.mark.parametrize(
+    "name", ["mamba2", "granitemoehybrid", "falcon_h1", "plamo2", "lfm2", "kimi_linear"]
+)
+def test_recompute_is_exact_across_families(name, tmp_path, monkeypatch):
+    """Rows that mostly reject their drafts, on Mamba 2 layers (Mamba 2, Granite 4 hybrid,
+    Falcon-H1, PLaMo 2), LFM2's and Kimi Linear's: every row's tokens are mlx_lm.generate's.
+    (Nemotron-H is refused speculation: its layers take padding into their state.)"""
+    from tests.architectures.build import save_folder
+    from tests.architectures.tokenizer import TINY_VOCAB
+    from tests.engine.engine_harness import SYNTH
+
+    monkeypatch.setattr(SYNTH, "vocab_size", TINY_VOCAB)  # wrong drafts within these models
+
+    path = save_folder(BY_NAME[name], tmp_path / name)
+    prompts = make_prompts(3, vocab=TINY_VOCAB, seed=43, min_len=3, max_len=20)
+    expected = reference_tokens(path, prompts, max_tokens=16)
+    specs = [synthetic(p, e, 0.4, 4) for p, e in zip(prompts[:2], expected[:2])]
+    specs.append(SpeculativeParams())
+    got = asyncio.run(run_engine(path, prompts, 16, stagger=True, specs=specs))
+    assert got == expected
