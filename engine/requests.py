@@ -278,6 +278,7 @@ class ModelInfo:
     sliding_window: int | None = None
     batching_note: str | None = None  # why this model runs one request at a time, if it does
     speculation_note: str | None = None  # why this model cannot speculate, if it cannot
+    prompt_cache_note: str | None = None  # why the prompt cache serves this model nothing
     mtp: bool = False  # its checkpoint's MTP layers draft for it (speculative method "mtp")
     mtp_note: str | None = None  # why MTP weights it has (or was given) cannot be used
     draft_head: str | None = None  # its trained draft head (methods "draft" and "auto"), if any

@@ -33,6 +33,7 @@ class PromptReuse:
         self._layouts: ModelLayouts | None = None  # probed on first use
         self._probe_failed = False
         self._draft_probe: tuple[Any, Any] | None = None  # (model, make_cache) of a drafter
+        self.refusal: str | None = None  # why this model's prompts are neither stored nor served
 
     def set_draft(self, identity: str, model: Any, make_cache: Any) -> None:
         """A drafter whose per-row caches are stored beside the target's (the model's MTP
@@ -71,6 +72,9 @@ class PromptReuse:
         """Single-row caches holding the longest cached prefix of `prompt`, if any, checked
         against the model. Without `wait`, LOADING while that prefix is still being read from
         disk (in the background): ask again on a later step."""
+        if self.refusal is not None:
+            self.cache.count_skip("chunking")
+            return None
         layouts = self.layouts()
         if layouts is None:
             return None
@@ -87,7 +91,7 @@ class PromptReuse:
         (never the pending input). Positions past the known tokens (the reply's end fed one
         more) are trimmed first where the caches allow it; recurrent state cannot be trimmed,
         so then nothing is stored (counted under its reason)."""
-        if held <= 0:
+        if held <= 0 or self.refusal is not None:
             return
         if held > len(tokens):
             if not can_trim_prompt_cache(target):

@@ -13,7 +13,7 @@ import logging
 from typing import Any
 
 import mlx.core as mx
-from mlx_lm.models.cache import make_prompt_cache
+from mlx_lm.models.cache import RotatingKVCache, make_prompt_cache
 
 from engine.cache.batch_rows import merge_row_cache
 from engine.cache.kv_quant import extend_layer
@@ -23,6 +23,7 @@ log = logging.getLogger(__name__)
 DEFAULT_TOLERANCE = 0.05  # of the largest logit: far above 16-bit rounding, far below a bad mask
 _PROMPTS = ([5, 6, 7, 8, 9, 10], [11], [14, 15, 16, 17])  # one short as a first turn can be
 _STEP = ([20, 21, 22], [23, 24, 25], [26, 27, 28])
+MAX_CHUNKING_PROBE = 4096  # longest sliding window probed (a forward one window long, at load)
 
 
 ROLLS_BACK = ("KVCache", "RotatingKVCache", "QuantizedKVCache", "ArraysCache")
@@ -113,4 +114,42 @@ def padding_problem(model: Any) -> str | None:
         worst = float(mx.abs(one - together[i]).max())
         if worst > DEFAULT_TOLERANCE * scale:
             return f"its recurrent layers take padding into their state (rows differ by {worst / scale:.0%})"
+    return None
+
+
+def chunking_problem(model: Any) -> str | None:
+    """For models with sliding-window layers: None when a forward of several tokens over a
+    cache past its window gives what one-token steps give (as verify rounds and prompt-cache
+    hits need); else how far they differ. mlx-lm's plamo3, for one, masks window + 1 positions
+    over a cache of window, so its output depends on how tokens are chunked."""
+    from engine.cache.cache_list import leaves
+
+    windows = [
+        c.max_size for c in leaves(make_prompt_cache(model)) if isinstance(c, RotatingKVCache)
+    ]
+    if not windows:
+        return None
+    window = min(windows)
+    if window > MAX_CHUNKING_PROBE:
+        log.info("sliding window of %d positions: too long to probe for chunking", window)
+        return None
+    prompt = [5 + (7 * i) % 200 for i in range(window + 6)]
+    steps = [11, 12, 13, 14]
+    try:
+        cache = make_prompt_cache(model)
+        model(mx.array([prompt]), cache=cache)
+        one = mx.stack([model(mx.array([[t]]), cache=cache)[0, -1] for t in steps])
+        cache = make_prompt_cache(model)
+        model(mx.array([prompt]), cache=cache)
+        many = model(mx.array([steps]), cache=cache)[0]
+        mx.eval(one, many)
+    except Exception as exc:  # noqa: BLE001 - the reason is the answer
+        return f"a forward past its sliding window fails ({exc})"
+    scale = max(1.0, float(mx.abs(one).max()))
+    worst = float(mx.abs(one - many).max())
+    if worst > DEFAULT_TOLERANCE * scale:
+        return (
+            "its output depends on how tokens are chunked past its sliding window (several "
+            f"tokens at once differ from one at a time by {worst / scale:.0%})"
+        )
     return None

@@ -13,7 +13,12 @@ from typing import Any
 from mlx_lm.models.cache import KVCache
 
 from engine.config import EngineConfig
-from engine.core.batch_check import batching_problem, padding_problem, speculation_problem
+from engine.core.batch_check import (
+    batching_problem,
+    chunking_problem,
+    padding_problem,
+    speculation_problem,
+)
 from engine.core.executor import ModelExecutor
 from engine.core.scheduler import Scheduler
 from engine.hidden import attach
@@ -40,7 +45,8 @@ class EngineCore:
             config = dataclasses.replace(config, max_batch=1)
         self.policy = SpeculationPolicy()
         padding = padding_problem(target.model)
-        problem = speculation_problem(target.model) or padding
+        chunking = chunking_problem(target.model)
+        problem = speculation_problem(target.model) or padding or chunking
         if problem is not None:
             note = f"{target.info.name} cannot speculate: {problem}"
             log.warning(note)
@@ -48,6 +54,11 @@ class EngineCore:
             self.policy.refusal = note
         self.scheduler = Scheduler(target, config=config, policy=self.policy)
         self.executor = ModelExecutor(target, config=config, reuse=reuse)
+        if chunking is not None and reuse is not None:  # a hit prefills the rest as a chunk
+            note = f"{target.info.name} does not use the prompt cache: {chunking}"
+            log.warning(note)
+            target.info.prompt_cache_note = note
+            reuse.refusal = note
         if padding is not None:  # prompts of different lengths would pad one another
             log.warning("%s processes prompts one at a time: %s", target.info.name, padding)
             self.executor.batched_prefill = False

@@ -61,6 +61,7 @@ class CaseOutcome:
     case: str
     rows: list[RowResult] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # beyond the rows (e.g. cached tokens)
+    notes: list[str] = field(default_factory=list)  # what the model refused, with its reason
     seconds: float = 0.0
 
     @property
@@ -76,7 +77,7 @@ class CaseOutcome:
         bad = [r.describe() for r in self.rows if not r.ok] + self.problems
         if bad:
             return "; ".join(bad)
-        return "; ".join(r.describe() for r in self.refused)
+        return "; ".join([r.describe() for r in self.refused] + self.notes)
 
     def as_dict(self) -> dict[str, Any]:
         return {

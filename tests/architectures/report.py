@@ -132,6 +132,8 @@ def _cell(a: dict[str, Any], case: str, titles: dict[str, str], notes: list[str]
         for r in o["rows"]:
             if r["verdict"] in ("refused", "plain-with-note"):
                 marks.add("refused" if r["verdict"] == "refused" else "plain")
+        if o.get("notes"):
+            marks.add("refused")
     if not bad:
         ran = any(case in v["cases"] for v in a["variants"].values())
         return ("✓" + (f" ({', '.join(sorted(marks))})" if marks else "")) if ran else "–"
@@ -176,9 +178,10 @@ def render(data: dict[str, Any]) -> str:
         *[f"- **{c.title}**: {c.description}." for c in cases.values()],
         "",
         '✓: every row exact in fp32 and 4-bit (with "refused": a speculating row was refused at',
-        'once by a message naming the model and the method; with "plain": it ran without',
-        "speculation and said why). ✗: a wrong token or an error; the note names the rows, the",
-        "first wrong position, or the message; (fp32) or (4bit): only that copy failed.",
+        "once by a message naming the model and the method, or the model said why it uses no",
+        'prompt cache; with "plain": it ran without speculation and said why). ✗: a wrong token',
+        "or an error; the note names the rows, the first wrong position, or the message; (fp32)",
+        "or (4bit): only that copy failed.",
         "",
         *_partial(data),
         f"{len(built)} architectures built, {len(archs) - len(built)} not buildable small;",
@@ -194,8 +197,11 @@ def render(data: dict[str, Any]) -> str:
     lines += ["", "## Failures by cause", ""]
     for name, items in by_cause(fails).items():
         lines.append(f"- **{name}** ({len(items)} cases): {_compact(items, titles)}")
-    lines += ["", "## Notes", ""]
-    lines += [f'<a id="n{i}"></a>{i}. {n}' for i, n in enumerate(notes, 1)]
+    if not fails:
+        lines.append("None: every case of every architecture built passes.")
+    if notes:
+        lines += ["", "## Notes", ""]
+        lines += [f'<a id="n{i}"></a>{i}. {n}' for i, n in enumerate(notes, 1)]
     lines += ["", "## Not buildable small", "", "| Architecture | Why |", "| --- | --- |"]
     lines += [f"| {a['name']} | {a['unbuildable']} |" for a in archs if a["unbuildable"]]
     for a in archs:

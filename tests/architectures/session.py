@@ -102,6 +102,7 @@ class ModelSession:
                 self.synthetic.expect(row.prompt, reply, row.acceptance)
         self.loop = asyncio.new_event_loop()
         self.engine: Engine | None = None
+        self.info: Any = None  # the model as the engine loaded it (its notes)
 
     def close(self) -> None:
         if self.engine is not None:
@@ -136,24 +137,29 @@ class ModelSession:
                 extra_drafters=self.synthetic.entry(),
             )
             self.engine = Engine(config)
-            self._run(self._start(self.engine))
+            self.info = self._run(self._start(self.engine))
         return self.engine
 
     @staticmethod
-    async def _start(engine: Engine) -> None:
+    async def _start(engine: Engine) -> Any:
         engine.start()
-        await engine.wait_ready()
+        return await engine.wait_ready()
 
     async def _case(self, engine: Engine, case: Case, out: CaseOutcome) -> None:
         self._draft = str(self.folder) if case.draft_model else None  # drafts for itself
         for batch in case.batches:
             results = await self._batch(engine, batch)
             out.rows += results
-        if case.cached_tokens is not None and out.rows[-1].cached_tokens != case.cached_tokens:
-            out.problems.append(
-                f"next turn: {out.rows[-1].cached_tokens} cached tokens, "
-                f"expected {case.cached_tokens} (the first turn's prompt and reply)"
-            )
+        refused = self.info.prompt_cache_note if self.info is not None else None
+        cached = out.rows[-1].cached_tokens
+        if case.cached_tokens is not None and cached != case.cached_tokens:
+            if refused and cached == 0:
+                out.notes.append(refused)  # the model said why it uses no prompt cache
+            else:
+                out.problems.append(
+                    f"next turn: {cached} cached tokens, "
+                    f"expected {case.cached_tokens} (the first turn's prompt and reply)"
+                )
 
     async def _batch(self, engine: Engine, rows: tuple[Row, ...]) -> list[RowResult]:
         """Submit `rows` while the engine thread waits, so one step admits them all; judge
