@@ -115,6 +115,10 @@ class LoadedModelsModel(QAbstractTableModel):
             )
         elif info is not None and info.draft_head_note:
             where += f"\nDraft head unavailable: {info.draft_head_note}"
+        if info is not None:  # what this model cannot do, and why
+            for note in (info.batching_note, info.speculation_note, info.prompt_cache_note):
+                if note:
+                    where += f"\n{note}"
         return f"{model.name}\n{where}"
 
     @staticmethod

@@ -135,3 +135,23 @@ def test_a_model_can_be_pointed_at_separate_mtp_weights(qtbot, window, tmp_path)
     SHOTS.mkdir(parents=True, exist_ok=True)
     assert dialog.grab().save(str(SHOTS / "models-separate-mtp.png"))
     dialog.close()
+
+
+def test_a_loaded_models_tip_says_what_the_model_cannot_do():
+    from app.models.loaded_models_model import LoadedModelsModel
+    from engine.requests import ModelInfo, ModelStats
+
+    info = ModelInfo(
+        name="plamo3",
+        path="/models/plamo3",
+        architecture="plamo3",
+        parameters=1,
+        bytes=1,
+        vocab_size=1024,
+        context_length=None,
+        dtype="float32",
+        speculation_note="plamo3 cannot speculate: its output depends on how tokens are chunked",
+        prompt_cache_note="plamo3 does not use the prompt cache: its output depends on chunking",
+    )
+    tip = LoadedModelsModel._tip(ModelStats(key="/models/plamo3", name="plamo3", info=info), 0, [])
+    assert "plamo3 cannot speculate" in tip and "plamo3 does not use the prompt cache" in tip
