@@ -20,7 +20,7 @@ import mlx.nn as nn
 
 from engine import default_model
 from engine.kernels.gated_delta_cuda import install as install_gated_delta_kernel
-from engine.kernels.rope_cuda_guard import install as install_rope_guard
+from engine.kernels.rope_cuda_guard import install_for as install_rope_guard
 from engine.requests import ModelInfo
 
 # Why: huggingface_hub and transformers read this when first imported (mlx_lm is imported lazily,
@@ -238,11 +238,12 @@ def open_model(
     """Resolve and check a model and build it with lazy weights (mlx-lm's `lazy=True`): fast,
     and no weight memory yet. A "random:" spec gives a random-weight benchmark model."""
     install_gated_delta_kernel()  # CUDA only: hybrid models' recurrence as one kernel per layer
-    install_rope_guard()  # CUDA only: RoPE calls MLX would launch with too many threads
     if spec is not None and spec.startswith(RANDOM_SPEC_PREFIX):
         from engine.bench.random_model import open_random
 
-        return open_random(spec)
+        opened = open_random(spec)
+        install_rope_guard(opened.model)
+        return opened
     report = progress or (lambda message, fraction: None)
     is_default = is_default_spec(spec)
 
@@ -261,6 +262,7 @@ def open_model(
         model, config = mlx_load_model(path, lazy=True)
     except Exception as exc:  # mlx-lm raises many kinds; the user needs one
         raise ModelLoadError(f"Could not load {spec or DEFAULT_SPEC} ({path}): {exc}") from exc
+    install_rope_guard(model)  # CUDA only: RoPE calls MLX would launch with too many threads
     name = model_name(spec, path)
 
     def finish(model: nn.Module, tokenizer: Any) -> LoadedModel:

@@ -12,6 +12,7 @@ element is computed by the same kernel as before, so results are unchanged.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from collections.abc import Callable
@@ -25,6 +26,7 @@ DISABLE_ENV = "TANDEM_NO_ROPE_GUARD"
 MAX_BLOCK_Z = 64  # CUDA's limit on blockDim.z
 BLOCK_POW2 = 10  # MLX's blocks hold at most 2**10 threads
 ROWS_PER_THREAD = 4  # MLX's RoPE kernel: heads per thread along z
+SAFE_DIMS = 32  # 16 rotary pairs or more take 2**4 threads along x: z never passes 64
 
 
 def block_dims(dim0: int, dim1: int, dim2: int) -> tuple[int, int, int]:
@@ -46,8 +48,10 @@ def _launch_z(rows: int, heads: int, tokens: int, dims: int) -> int:
     return block_dims(dims // 2, tokens, rows * math.ceil(heads / ROWS_PER_THREAD))[2]
 
 
+@functools.lru_cache(maxsize=4096)
 def rows_per_call(shape: tuple[int, ...], dims: int) -> int | None:
-    """How many rows of the batch one RoPE call may take on CUDA (None: all of them)."""
+    """How many rows of the batch one RoPE call may take on CUDA (None: all of them). Cached:
+    it runs for every RoPE call of every layer, where a step's host time counts."""
     if len(shape) < 3 or shape[0] <= 1:
         return None
     rows, tokens = shape[0], shape[-2]
@@ -64,7 +68,8 @@ def make_guard(original: Callable[..., mx.array]) -> Callable[..., mx.array]:
     """A drop-in `mx.fast.rope` that splits calls CUDA would refuse to launch."""
 
     def rope(a: mx.array, dims: int, *args: Any, offset: Any = 0, **kwargs: Any) -> mx.array:
-        per_call = rows_per_call(tuple(a.shape), dims)
+        shape = a.shape
+        per_call = rows_per_call(tuple(shape), dims) if shape[0] > 1 and dims < SAFE_DIMS else None
         if per_call is None:
             return original(a, dims, *args, offset=offset, **kwargs)
         batched_offset = isinstance(offset, mx.array) and offset.ndim == 1 and offset.size > 1
@@ -81,6 +86,20 @@ def make_guard(original: Callable[..., mx.array]) -> Callable[..., mx.array]:
 
 def is_installed() -> bool:
     return hasattr(mx.fast.rope, "tandem_original")
+
+
+def needs_guard(model: Any) -> bool:
+    """Whether some RoPE of `model` rotates fewer than SAFE_DIMS dimensions (only those can
+    meet the bad launch; the guard costs every RoPE call about a microsecond of host time)."""
+    return any(
+        "rope" in type(m).__name__.lower() and 0 < int(getattr(m, "dims", SAFE_DIMS)) < SAFE_DIMS
+        for _, m in model.named_modules()
+    )
+
+
+def install_for(model: Any) -> bool:
+    """`install()` when `model` needs the guard (on CUDA)."""
+    return needs_guard(model) and install()
 
 
 def install(*, force: bool = False) -> bool:

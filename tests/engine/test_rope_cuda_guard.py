@@ -55,3 +55,15 @@ def test_install_wraps_and_uninstall_restores():
     finally:
         guard.uninstall()
     assert mx.fast.rope is original
+
+
+def test_only_models_with_few_rotary_dimensions_need_the_guard():
+    import mlx.nn as nn
+
+    class Attention(nn.Module):
+        def __init__(self, dims: int) -> None:
+            super().__init__()
+            self.rope = nn.RoPE(dims)
+
+    assert guard.needs_guard(Attention(16))  # Qwen3.5's share of a small head
+    assert not guard.needs_guard(Attention(64))  # SmolLM2, Llama: whole heads of 64 or more
