@@ -245,8 +245,13 @@ class Scheduler:
         )
         state.recent.add(len(run.draft), run.accepted)
         self.policy.observe(state.request_id, len(run.draft), run.accepted)
-        # a row that ended, or the reply's first tokens, stream now; the rest next step
-        if state.ends_with is not None or state.unstreamed == len(state.generated):
+        # a row that ended, the reply's first tokens and rows with stop strings (found now, the
+        # row ends before its next round) stream now; the rest while the next forward runs
+        if (
+            state.ends_with is not None
+            or state.unstreamed == len(state.generated)
+            or state.text.stop
+        ):
             if self.out.stream(state):
                 self._end(state)
         elif state not in self._deferred:
