@@ -5,13 +5,12 @@ Gated-delta layers (Qwen3.5 / Qwen3.6, Qwen3-Next and the rest that call mlx-lm'
 `gated_delta_update`) and Mamba 2 layers (`ssm_update`: Mamba 2, Nemotron-H, Granite 4 hybrids,
 Falcon-H1, ...) hold the convolutions' last inputs and the recurrence's state; LFM2's short convs
 hold only the former. During a captured forward every `nn.Conv1d` input and every recurrence call
-is recorded;
-afterwards (engine/cache/recurrent.py, `RecurrentSnapshot.recompute_rows`) a short row's
-convolution state is the window of its captured input that ends at its last kept position (the
-gather the layer itself does for a row with `lengths`), and its recurrence state is the same
-function run again from the state before the forward over the kept positions only (a mask). One
-recurrence call per layer over at most k+1 positions replaces a second pass of every kept token
-through the whole model. Models whose layers do not fit this shape keep the replay.
+is recorded; afterwards (engine/cache/recurrent.py, `RecomputePlan`) a short row's convolution
+state is the window of its captured input that ends at its last kept position (the gather the
+layer itself does for a row with `lengths`), and its recurrence state is the same function run
+again from the state before the forward over the kept positions only (a mask). One recurrence
+call per layer over at most k+1 positions replaces a second pass of every kept token through the
+whole model. Models whose layers do not fit this shape keep the replay.
 """
 
 from __future__ import annotations

@@ -171,7 +171,7 @@ class DecodeBatch:
         if positions == held:
             return self.extract(state)
         last = self._last_round
-        if positions > held or last is None or last.snapshot is None and self.recurrent:
+        if positions > held or last is None or (self.recurrent and last.snapshot is None):
             return None
         if positions < last.starts[i] or self.unbatched or self.solo:
             return None
