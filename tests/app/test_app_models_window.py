@@ -138,18 +138,16 @@ def test_a_model_can_be_pointed_at_separate_mtp_weights(qtbot, window, tmp_path)
 
 
 def test_a_loaded_models_tip_says_what_the_model_cannot_do():
-    from app.models.loaded_models_model import LoadedModelsModel
-    from engine.requests import ModelInfo, ModelStats
+    import dataclasses
 
-    info = ModelInfo(
+    from fake_engine import FAKE_INFO
+
+    from app.models.loaded_models_model import LoadedModelsModel
+    from engine.requests import ModelStats
+
+    info = dataclasses.replace(
+        FAKE_INFO,
         name="plamo3",
-        path="/models/plamo3",
-        architecture="plamo3",
-        parameters=1,
-        bytes=1,
-        vocab_size=1024,
-        context_length=None,
-        dtype="float32",
         speculation_note="plamo3 cannot speculate: its output depends on how tokens are chunked",
         prompt_cache_note="plamo3 does not use the prompt cache: its output depends on chunking",
     )
