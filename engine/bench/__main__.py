@@ -88,6 +88,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="skip the untimed runs (plain, baseline, each draft length) at each concurrency",
     )
+    p.add_argument(
+        "--replay-too",
+        action="store_true",
+        help="also run each speculative setting with recurrent rows replaying kept tokens "
+        "(engine/cache/recurrent.py), alternated with the default recompute in one process",
+    )
     p.add_argument("--json", type=Path, default=None, help="write results here")
     p.add_argument("--chart", type=Path, default=None, help="synthetic sweep chart (PNG)")
     return p.parse_args(argv)
@@ -110,6 +116,7 @@ class SpecConfig:
 
     params: SpeculativeParams
     acceptance: float | None = None
+    replay: bool = False  # recurrent rows replay kept tokens instead of recomputing their state
 
     @property
     def method(self) -> SpecMethod:
@@ -131,10 +138,20 @@ def spec_configs(args: argparse.Namespace) -> list[SpecConfig]:
         if value is not None
     }
     return [
-        SpecConfig(SpeculativeParams(method=method, draft_tokens=k, **ngrams), a)
+        SpecConfig(SpeculativeParams(method=method, draft_tokens=k, **ngrams), a, replay)
         for k in args.draft_tokens
         for a in rates
+        for replay in ((False, True) if args.replay_too else (False,))
     ]
+
+
+async def set_replay(eng: Engine, replay: bool) -> None:
+    """Recurrent rows of the running engine replay kept tokens (True) or recompute (False)."""
+
+    def apply() -> None:
+        eng._worker.core_for().executor.batch.recompute = not replay
+
+    await eng.run_on_engine_thread(apply)
 
 
 def arm(synth: SyntheticDrafter, config: SpecConfig, prompts, expected) -> SpeculativeParams:
@@ -218,10 +235,12 @@ async def bench(args: argparse.Namespace) -> dict:
             plain_runs.append(plain_run)
             for i, spec in enumerate(configs):
                 params = arm(synth, spec, prompts, expected or [])
+                await set_replay(eng, spec.replay)
                 await take_timing(eng)
                 run = await run_ours(eng, prompts, args.max_tokens, speculative=params, slots=slots)
                 run.timing = await take_timing(eng)
                 spec_runs[i].append(run)
+            await set_replay(eng, False)
         mlx_spec = None
         if c == 1 and draft is not None and configs:
             mlx_spec = statistics.median(

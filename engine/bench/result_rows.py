@@ -42,6 +42,7 @@ def make_row(
         "speculative": spec.method.value if spec else "off",
         "draft_tokens": spec.draft_tokens if spec else 0,
         "acceptance": spec.acceptance if spec else None,
+        "recurrent_replay": bool(spec and spec.replay),
         "workload": args.workload,
         "max_tokens": args.max_tokens,
         "ours_tokens_per_s": round(ours, 2),
@@ -88,6 +89,7 @@ def print_row(row: dict) -> None:
             f" (paired {row['ratio_vs_single_stream_paired']})"
         )
     accept = f" p={row['acceptance']}" if row["acceptance"] is not None else ""
+    accept += " replay" if row.get("recurrent_replay") else ""
     paired = f" (paired {row['speedup_paired']})" if row.get("speedup_paired") else ""
     print(
         f"c={row['concurrency']:>3} {row['workload']:<8} spec={row['speculative']}"
