@@ -13,7 +13,7 @@ enters their state.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import mlx.core as mx
@@ -44,6 +44,7 @@ class RecurrentSnapshot:
     """The recurrent layers' state arrays as they were before a forward."""
 
     layers: list[tuple[ArraysCache, list[Any]]]
+    _plan: tuple[ForwardCapture, RecomputePlan | None] | None = field(default=None, repr=False)
 
     @classmethod
     def take(cls, layers: list[Any]) -> RecurrentSnapshot:
@@ -56,11 +57,8 @@ class RecurrentSnapshot:
         back = mx.array(rows)
         for layer, before in self.layers:
             for j, old in enumerate(before):
-                new = layer.cache[j]
-                if old is None or new is None:
-                    continue
-                mask = back.reshape((-1,) + (1,) * (new.ndim - 1))
-                layer.cache[j] = mx.where(mask, old, new)
+                if old is not None and layer.cache[j] is not None:
+                    _put_rows(layer, j, back, old)
 
     def recompute_rows(
         self, capture: ForwardCapture | None, kept: list[int], rows: list[bool]
@@ -71,23 +69,30 @@ class RecurrentSnapshot:
         argument is one of the layer's arrays, and one conv input for each other array)."""
         if not any(rows):
             return True
-        plan = RecomputePlan.pair(self.layers, capture)
+        plan = self.plan(capture)
         if plan is None:
             return False
         back = mx.array(rows)
         for (layer, *_), arrays in zip(plan.layers, plan.recomputed(kept)):
             for slot, value in arrays.items():
-                current = layer.cache[slot]
-                mask = back.reshape((-1,) + (1,) * (current.ndim - 1))
-                layer.cache[slot] = mx.where(mask, value, current)
+                _put_rows(layer, slot, back, value)
         return True
+
+    def plan(self, capture: ForwardCapture | None) -> RecomputePlan | None:
+        """`RecomputePlan.pair` for this snapshot's layers, made once per capture (the
+        rollback and a leaving row's prompt-cache entry both ask)."""
+        if capture is None:
+            return None
+        if self._plan is None or self._plan[0] is not capture:
+            self._plan = (capture, RecomputePlan.pair(self.layers, capture))
+        return self._plan[1]
 
     def row_arrays_at(
         self, capture: ForwardCapture | None, row: int, kept: int
     ) -> list[dict[int, mx.array]] | None:
         """Row `row`'s arrays ([1, ...]) in each recurrent layer after the first `kept`
         positions the forward fed it, recomputed from `capture`; None when it cannot."""
-        plan = RecomputePlan.pair(self.layers, capture)
+        plan = self.plan(capture)
         if plan is None:
             return None
         batch = [kept if b == row else 0 for b in range(plan.rows)]
@@ -95,6 +100,13 @@ class RecurrentSnapshot:
             {slot: value[row : row + 1] for slot, value in arrays.items()}
             for arrays in plan.recomputed(batch)
         ]
+
+
+def _put_rows(layer: ArraysCache, slot: int, back: mx.array, value: mx.array) -> None:
+    """Rows where `back` is True take `value` in this array of the layer; the rest keep theirs."""
+    current = layer.cache[slot]
+    mask = back.reshape((-1,) + (1,) * (current.ndim - 1))
+    layer.cache[slot] = mx.where(mask, value, current)
 
 
 LayerPlan = tuple[ArraysCache, int | None, Any, list[tuple[int, mx.array]]]
