@@ -25,10 +25,12 @@ from typing import Any
 from engine import blas
 from engine import worker_commands as commands
 from engine.config import EngineConfig
+from engine.default_model import default_cache_root
 from engine.hosting.event_outbox import EventOutbox
 from engine.hosting.fair_share import FairShare
 from engine.hosting.model_loader import slice_seconds
 from engine.hosting.request_router import RequestRouter
+from engine.kernels.compiled_cache import keep_compiled_kernels
 from engine.requests import (
     EngineEvent,
     EngineStats,
@@ -141,6 +143,7 @@ class EngineWorker(threading.Thread):
                 self._died(repr(exc))
 
     def _run(self) -> None:
+        keep_compiled_kernels(default_cache_root())  # before this thread compiles anything
         if self.config.log_blas:
             blas.log_blas()
         self._setup()

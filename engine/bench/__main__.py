@@ -37,6 +37,8 @@ from engine.bench.result_rows import make_row, print_row
 from engine.bench.synthetic import SyntheticDrafter
 from engine.bench.workloads import WORKLOADS, messages_for, prompt_ids
 from engine.core.step_timing import StepTiming
+from engine.default_model import default_cache_root
+from engine.kernels.compiled_cache import keep_compiled_kernels
 from engine.requests import SpecMethod, SpeculativeParams
 
 DEFAULT_CONCURRENCY = (1, 4, 8)
@@ -337,6 +339,7 @@ def long_prompt_report(args: argparse.Namespace) -> dict:
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING)
     args = parse_args(argv)
+    keep_compiled_kernels(default_cache_root())  # the baselines compile on this thread first
     print(f"machine: {machine()}", flush=True)
     if args.workload == "multiturn":
         report = multiturn_report(args)
