@@ -35,17 +35,20 @@ def compiled_kernel_folder(cache_root: Path, *, mlx_version: str, architecture: 
 def keep_compiled_kernels(cache_root: Path) -> Path | None:
     """Point MLX's CUDA kernel cache at Tandem's cache folder, before anything is compiled. Returns
     the folder, or None where it changes nothing: no CUDA, `MLX_PTX_CACHE_DIR` already set (the
-    user's choice), or a folder that cannot be made (MLX then keeps its temporary one)."""
+    user's choice), a GPU MLX does not name, or a folder that cannot be made (MLX then keeps its
+    temporary one). Never raises: the engine thread calls it first thing."""
     if os.environ.get(PTX_CACHE_ENV) or not cuda_available():
         return None
-    info = mx.device_info()
-    architecture = str(info.get("architecture") or info.get("device_name") or "gpu")
-    folder = compiled_kernel_folder(
-        cache_root, mlx_version=mx.__version__, architecture=architecture
-    )
     try:
+        info = mx.device_info()
+        architecture = str(info.get("architecture") or info.get("device_name") or "")
+        if not architecture:  # entries of two architectures must never mix: better none
+            raise ValueError("MLX does not name this GPU's architecture")
+        folder = compiled_kernel_folder(
+            cache_root, mlx_version=mx.__version__, architecture=architecture
+        )
         folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
+    except Exception as exc:  # noqa: BLE001 - MLX keeps its own folder; the engine goes on
         log.warning("compiled CUDA kernels stay in MLX's temporary folder: %s", exc)
         return None
     os.environ[PTX_CACHE_ENV] = str(folder)

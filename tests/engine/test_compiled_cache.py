@@ -58,3 +58,15 @@ def test_a_folder_that_cannot_be_made_leaves_mlx_its_own(tmp_path, on_cuda):
     blocker.write_text("not a folder")
     assert keep_compiled_kernels(blocker) is None
     assert PTX_CACHE_ENV not in compiled_cache.os.environ
+
+
+def test_a_gpu_mlx_cannot_name_gets_no_folder(tmp_path, on_cuda, monkeypatch):
+    monkeypatch.setattr(compiled_cache.mx, "device_info", lambda: {})
+    assert keep_compiled_kernels(tmp_path) is None
+    assert PTX_CACHE_ENV not in compiled_cache.os.environ
+
+    def broken() -> dict:
+        raise RuntimeError("no device")
+
+    monkeypatch.setattr(compiled_cache.mx, "device_info", broken)
+    assert keep_compiled_kernels(tmp_path) is None
