@@ -193,6 +193,7 @@ class RequestStats:
     plain_tokens_per_s: float | None = None  # plain decoding measured at this row's batch size
     recent_acceptance: float | None = None  # draft acceptance over this row's last rounds
     speculation_note: str | None = None  # why the row runs plain although it asked to speculate
+    prompt_cache_note: str | None = None  # why the prompt cache neither serves nor stores it
 
 
 # Events: what `Engine.submit` yields. Exactly one of FinishedEvent / ErrorEvent ends a stream.

@@ -110,7 +110,7 @@ class ChatCard(MetricCard):
         if stats is None:
             for key in ("rate", "plain", "tokens", "ttft", "acceptance", "recent", "mal", "tpf"):
                 self.set_value(key, "–")
-            self.set_value("cached", "–")
+            self._show_cached(None)
             self.spark.set_values([])
             self.positions.set_rates([])
             self._show_verdict()
@@ -126,14 +126,26 @@ class ChatCard(MetricCard):
         self.set_value("recent", fmt_percent(stats.recent_acceptance))
         self.set_value("mal", f"{spec.mean_acceptance_length:.2f}" if spec.rounds else "–")
         self.set_value("tpf", f"{spec.tokens_per_forward:.2f}" if spec.target_forwards else "–")
-        cached = f"{stats.cached_tokens} / {stats.prompt_tokens}"
-        if stats.cache_source:
-            cached += f" ({stats.cache_source.upper()})"
-        self.set_value("cached", cached)
+        self._show_cached(stats)
         history = self._controller.rate_history if self._controller else []
         self.spark.set_values([rate for _t, rate in history])
         self.positions.set_rates(spec.acceptance_by_position)
         self._show_verdict()
+
+    def _show_cached(self, stats: RequestStats | None) -> None:
+        """Prompt tokens served from the cache; "off", the reason as its tooltip, where the
+        chat's model does not use the prompt cache (so a miss is never silent)."""
+        tip = METRIC_TIPS["cached"]
+        if stats is None:
+            text = "–"
+        elif stats.prompt_cache_note:
+            text, tip = "off", f"Off for this model: {stats.prompt_cache_note}"
+        else:
+            text = f"{stats.cached_tokens} / {stats.prompt_tokens}"
+            if stats.cache_source:
+                text += f" ({stats.cache_source.upper()})"
+        self.set_value("cached", text)
+        self.set_tip("cached", tip)
 
     def _show_verdict(self) -> None:
         verdict = self.verdict()

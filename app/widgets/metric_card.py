@@ -27,6 +27,7 @@ class MetricCard(QFrame):
         self._layout.addWidget(self.title)
         self._grid: QGridLayout | None = None
         self._values: dict[str, QLabel] = {}
+        self._names: dict[str, QLabel] = {}  # each figure's label
         self._count = 0
 
     def add_widget(self, widget: QWidget) -> None:
@@ -76,6 +77,7 @@ class MetricCard(QFrame):
             self._grid.addWidget(cell, row, column, Qt.AlignmentFlag.AlignTop)
             self._count += 1
         self._values[key] = value
+        self._names[key] = name
         return value
 
     def set_value(self, key: str, text: str) -> None:
@@ -83,5 +85,15 @@ class MetricCard(QFrame):
         if label.text() != text:
             label.setText(text)
 
+    def set_tip(self, key: str, tip: str) -> None:
+        """The tooltip of one figure (and of its label)."""
+        label = self._values[key]
+        if label.toolTip() != tip:
+            label.setToolTip(tip)
+            self._names[key].setToolTip(tip)
+
     def value(self, key: str) -> str:
         return self._values[key].text()
+
+    def tip(self, key: str) -> str:
+        return self._values[key].toolTip()

@@ -206,6 +206,7 @@ class Scheduler:
                 continue
             hit = output.cache_hits.get(state.request_id)
             state.cache_ready = True
+            state.stats.prompt_cache_note = self.target.info.prompt_cache_note
             if hit is not None and not state.finished:
                 state.prefilled = hit.tokens
                 state.stats.cached_tokens = hit.tokens

@@ -56,6 +56,7 @@ class FakeEngine:
         self.plain_tokens_per_s: float | None = None
         self.recent_acceptance: float | None = None
         self.speculation_note: str | None = None
+        self.prompt_cache_note: str | None = None
         self.starts = 0
         self.loaded: dict[str, ModelStats] = {}  # other models than the default, by spec
         self._dead: str | None = None  # why the "MLX thread" died, until start() again
@@ -268,6 +269,7 @@ class FakeEngine:
             plain_tokens_per_s=self.plain_tokens_per_s,
             recent_acceptance=self.recent_acceptance,
             speculation_note=self.speculation_note,
+            prompt_cache_note=self.prompt_cache_note,
         )
 
 

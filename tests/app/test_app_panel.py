@@ -7,6 +7,7 @@ from __future__ import annotations
 from apphelpers import ARTIFACTS, close_window, make_window, spin
 from PySide6.QtWidgets import QApplication, QMessageBox
 
+from app.panel.metric_tips import METRIC_TIPS
 from app.panel.speculation_verdict import judge
 from app.theme import theme_manager
 from engine.requests import RequestStats, SpecStats
@@ -182,6 +183,23 @@ def test_this_chat_shows_the_chats_last_reply_figures(qtbot, window, fake_engine
     window.tabs.setCurrentIndex(0)
     assert card.value("tokens") == str(first.last_stats.generated_tokens)
     assert card.value("tpf") == f"{first.last_stats.spec.tokens_per_forward:.2f}"
+
+
+def test_a_model_without_prompt_cache_says_so_instead_of_a_miss(qtbot, window, fake_engine):
+    card = window.panel.chat_card
+    _reply(window)
+    assert card.value("cached").startswith("0 / ")
+    assert card.tip("cached") == METRIC_TIPS["cached"]
+    fake_engine.prompt_cache_note = "plamo3 does not use the prompt cache: chunking past its window"
+    _reply(window, "And again")
+    assert card.value("cached") == "off"
+    tip = f"Off for this model: {fake_engine.prompt_cache_note}"
+    assert card.tip("cached") == tip
+    _screenshots(window, "prompt-cache-off")
+    fake_engine.prompt_cache_note = None
+    _reply(window, "Once more")
+    assert card.value("cached") != "off"
+    assert card.tip("cached") == METRIC_TIPS["cached"]
 
 
 def test_this_chat_shows_the_last_reply_again_after_a_restart(qtbot, store, fake_bridge):

@@ -49,4 +49,6 @@ def test_a_chunking_model_is_refused_speculation_and_the_prompt_cache(tmp_path):
     assert "prompt cache" in info.prompt_cache_note
     assert any("lookup" in getattr(e, "message", "") for e in refused), refused
     assert plain.stats.cached_tokens == again.stats.cached_tokens == 0
+    # each reply says why it got nothing from the cache (the app shows "off" with this reason)
+    assert plain.stats.prompt_cache_note == again.stats.prompt_cache_note == info.prompt_cache_note
     assert stats.skipped.get("chunking", 0) >= 2 and stats.ram_entries == 0, stats

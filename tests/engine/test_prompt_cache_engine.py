@@ -56,6 +56,7 @@ def test_second_turn_reuses_the_first_and_matches_a_cold_run(cache_dir, spec):
     )
     assert second.token_ids == cold[0].token_ids
     assert second.stats.cache_source == "ram"
+    assert second.stats.prompt_cache_note is None  # a model that uses the cache has no note
     # the whole first turn (prompt and reply) up to where the template re-renders it
     assert second.stats.cached_tokens >= first.stats.prompt_tokens
     assert stats.cache.hits >= 1 and stats.cache.ram_bytes > 0 and stats.cache.ram_entries >= 1
