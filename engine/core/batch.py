@@ -68,6 +68,10 @@ class DecodeBatch:
         # feeds its kept tokens again, before its pending input, with the next forward.
         self.recurrent = False
         self.recompute = recurrent_capture.enabled()
+        # a model whose recurrent layers take a row's padding into its state (they ignore
+        # `lengths`): every padded row is recomputed after a verify forward, never replayed
+        # (engine/core/batch_check.py, `recompute_undoes_padding`)
+        self.padding_enters_state = False
         self.replay: list[list[int]] = []
         self._verify: Verify | None = None
         # the last verify round, until the next forward or a change of rows: a row leaving
@@ -338,12 +342,15 @@ class DecodeBatch:
         verify = self._verify
         width = max(len(row) for row in verify.x)
         fed = [len(r) + k for r, k in zip(self.replay, kept)]
-        short = [n < len(row) for n, row in zip(fed, verify.x)]
+        ends = [width if self.padding_enters_state else len(row) for row in verify.x]
+        short = [n < end for n, end in zip(fed, ends)]
         recomputed = (
             self.recurrent
             and verify.snapshot is not None
             and verify.snapshot.recompute_rows(verify.capture, fed, short)
         )
+        if self.padding_enters_state and any(short) and not recomputed:
+            raise RuntimeError("the recurrent state of padded rows could not be recomputed")
         surplus, restore = [], []
         for i, (row, k) in enumerate(zip(verify.x, kept)):
             committed = len(self.replay[i]) + k

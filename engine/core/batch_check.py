@@ -83,7 +83,26 @@ def padding_problem(model: Any) -> str | None:
     """For models with recurrent state: None when rows that feed fewer tokens than a forward's
     width keep the padding out of their state (the `lengths` mlx-lm's mixers take), as
     batched prompts and verify rounds need; else what went wrong. Some mixers ignore it."""
-    from engine.cache.recurrent import has_recurrent, set_lengths
+    return _padded_round(model, recompute=False)
+
+
+def recompute_undoes_padding(model: Any) -> bool:
+    """For a model with a `padding_problem`: whether recomputing every padded row's recurrent
+    state from what the forward fed it (engine/cache/recurrent.py) gives each row what it gives
+    alone, so that verify rounds can still pad (prompts then go one at a time)."""
+    from engine.cache import recurrent_capture
+
+    if not recurrent_capture.enabled():
+        return False
+    recurrent_capture.install()  # the model's module is imported by now
+    return _padded_round(model, recompute=True) is None
+
+
+def _padded_round(model: Any, *, recompute: bool) -> str | None:
+    """Three rows feed 3, 1 and 2 tokens in one forward (right-padded), then one more token;
+    None when each row's logits match the same tokens fed to that row alone."""
+    from engine.cache import recurrent_capture
+    from engine.cache.recurrent import RecurrentSnapshot, has_recurrent, set_lengths
     from engine.speculative.rollback import rollback_rows
 
     if not has_recurrent(make_prompt_cache(model)):
@@ -102,10 +121,15 @@ def padding_problem(model: Any) -> str | None:
             rows = merge_row_cache(cache)
             batch = rows if batch is None else [extend_layer(m, t) for m, t in zip(batch, rows)]
         width = max(len(f) for f in feeds)
-        set_lengths(batch, [len(f) for f in feeds])
-        model(mx.array([f + [0] * (width - len(f)) for f in feeds]), cache=batch)
+        fed = [len(f) for f in feeds]
+        snapshot = RecurrentSnapshot.take(batch)
+        set_lengths(batch, fed)
+        with recurrent_capture.capturing(recompute) as capture:
+            model(mx.array([f + [0] * (width - len(f)) for f in feeds]), cache=batch)
         set_lengths(batch, None)
-        rollback_rows(batch, [width - len(f) for f in feeds])
+        if recompute and not snapshot.recompute_rows(capture, fed, [n < width for n in fed]):
+            return "its recurrent layers cannot be recomputed"
+        rollback_rows(batch, [width - n for n in fed])
         together = model(mx.array([[30]] * len(feeds)), cache=batch)[:, -1]
         mx.eval(alone, together)
     except Exception as exc:  # noqa: BLE001 - the reason is the answer

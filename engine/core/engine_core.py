@@ -17,6 +17,7 @@ from engine.core.batch_check import (
     batching_problem,
     chunking_problem,
     padding_problem,
+    recompute_undoes_padding,
     speculation_problem,
 )
 from engine.core.executor import ModelExecutor
@@ -45,8 +46,11 @@ class EngineCore:
             config = dataclasses.replace(config, max_batch=1)
         self.policy = SpeculationPolicy()
         padding = padding_problem(target.model)
+        # verify rounds can pad such a model when every padded row's state is recomputed
+        recomputed = padding is not None and recompute_undoes_padding(target.model)
         chunking = chunking_problem(target.model)
-        problem = speculation_problem(target.model) or padding or chunking
+        problem = speculation_problem(target.model) or (None if recomputed else padding)
+        problem = problem or chunking
         if problem is not None:
             note = f"{target.info.name} cannot speculate: {problem}"
             log.warning(note)
@@ -62,6 +66,7 @@ class EngineCore:
         if padding is not None:  # prompts of different lengths would pad one another
             log.warning("%s processes prompts one at a time: %s", target.info.name, padding)
             self.executor.batched_prefill = False
+            self.executor.batch.padding_enters_state = recomputed
         self.set_drafter(PromptLookupDrafter())
         self._install_mtp(config)
         self._install_draft_head()

@@ -61,13 +61,16 @@ def test_recomputed_state_equals_a_forward_over_the_kept_tokens(qwen3_next):
 
 @pytest.mark.parametrize(
     "name",
-    ["qwen3_5", "kimi_linear", "olmo_hybrid", "bailing_moe_v3", "mamba2", "nemotron_h", "lfm2"],
-)
+    [
+        "qwen3_5", "kimi_linear", "olmo_hybrid", "bailing_moe_v3", "mamba2", "nemotron_h",
+        "lfm2", "mamba",
+    ],
+)  # fmt: skip
 def test_recompute_equals_feeding_each_row_its_kept_tokens_alone(name):
     """Gated-delta layers with one conv (Qwen3.5) and with three (q, k, v: Kimi Linear, OLMo
-    hybrid, Bailing v3), Mamba 2 layers (Mamba 2, Nemotron-H) and conv-only layers (LFM2):
-    each row's arrays equal, to float rounding (the batch computes five positions at once),
-    those of its own cache fed only what it kept."""
+    hybrid, Bailing v3), Mamba 2 layers (Mamba 2, Nemotron-H), conv-only layers (LFM2) and
+    Mamba 1 blocks (one `ssm_step` per token): each row's arrays equal, to float rounding (the
+    batch computes five positions at once), those of its own cache fed only what it kept."""
     model, _ = build_model(BY_NAME[name])
     prompts = [[1, 2, 3, 4, 20, 21], [1, 2, 30, 31, 32, 33], [1, 40, 41, 42, 43, 44]]
     kept = [2, 5, 1]
@@ -81,7 +84,8 @@ def test_recompute_equals_feeding_each_row_its_kept_tokens_alone(name):
         got = [a[i : i + 1] for c in cache if hasattr(c, "cache") for a in c.cache]
         want = _recurrent_arrays(alone)
         for a, b in zip(got, want):
-            assert mx.allclose(a, b, atol=1e-4, rtol=1e-4).item(), (name, i)
+            scale = max(1.0, mx.abs(b).max().item())  # Mamba 1's random states reach 1e3
+            assert mx.allclose(a, b, atol=1e-4 * scale, rtol=1e-4).item(), (name, i)
 
 
 def test_a_capture_that_does_not_fit_changes_nothing(qwen3_next):
@@ -159,12 +163,17 @@ def test_a_reply_that_ends_inside_its_draft_is_stored_whole(qwen3_next, stop_at,
 
 
 @pytest.mark.parametrize(
-    "name", ["mamba2", "granitemoehybrid", "falcon_h1", "plamo2", "lfm2", "kimi_linear"]
-)
+    "name",
+    [
+        "mamba2", "granitemoehybrid", "falcon_h1", "plamo2", "lfm2", "kimi_linear",
+        "nemotron_h", "olmo_hybrid", "mamba",
+    ],
+)  # fmt: skip
 def test_recompute_is_exact_across_families(name, tmp_path, monkeypatch):
     """Rows that mostly reject their drafts, on Mamba 2 layers (Mamba 2, Granite 4 hybrid,
-    Falcon-H1, PLaMo 2), LFM2's and Kimi Linear's: every row's tokens are mlx_lm.generate's.
-    (Nemotron-H is refused speculation: its layers take padding into their state.)"""
+    Falcon-H1, PLaMo 2), LFM2's, Kimi Linear's, and layers that take a row's padding into its
+    state (Nemotron-H, OLMo hybrid, Mamba 1: every padded row is recomputed): every row's tokens
+    are mlx_lm.generate's."""
     from tests.architectures.build import save_folder
     from tests.architectures.tokenizer import TINY_VOCAB
     from tests.engine.engine_harness import SYNTH
@@ -178,3 +187,27 @@ def test_recompute_is_exact_across_families(name, tmp_path, monkeypatch):
     specs.append(SpeculativeParams())
     got = asyncio.run(run_engine(path, prompts, 16, stagger=True, specs=specs))
     assert got == expected
+
+
+@pytest.mark.parametrize(
+    ("name", "undone"),
+    [("mamba", True), ("nemotron_h", True), ("olmo_hybrid", True), ("jamba", False),
+     ("rwkv7", False)],
+)  # fmt: skip
+def test_padding_in_the_state_is_undone_by_recompute_where_the_capture_fits(name, undone):
+    """Layers that ignore `lengths` take a padded row's padding into its state; recomputing
+    every padded row undoes it where the capture describes the layers (then such a model
+    speculates; Jamba's and RWKV 7's layers it does not describe, so they stay refused)."""
+    from engine.core.batch_check import padding_problem, recompute_undoes_padding
+
+    model, _ = build_model(BY_NAME[name])
+    assert padding_problem(model) is not None
+    assert recompute_undoes_padding(model) == undone
+
+
+def test_with_replay_forced_padding_is_not_undone(monkeypatch):
+    from engine.core.batch_check import recompute_undoes_padding
+
+    monkeypatch.setenv(recurrent_capture.REPLAY_ENV, "1")
+    model, _ = build_model(BY_NAME["mamba"])
+    assert not recompute_undoes_padding(model)
