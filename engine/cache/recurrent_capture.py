@@ -3,7 +3,7 @@ draft get their state recomputed from it instead of feeding their kept tokens ag
 
 Gated-delta layers (Qwen3.5 / Qwen3.6, Qwen3-Next and the rest that call mlx-lm's
 `gated_delta_update`), Mamba 2 layers (`ssm_update`: Mamba 2, Nemotron-H, Granite 4 hybrids,
-Falcon-H1, ...) and Mamba 1 blocks (`MambaBlock._process_sequence`: Mamba, Falcon-Mamba) hold the
+Falcon-H1, ...) and Mamba 1 blocks (`_process_sequence`: Mamba, Falcon-Mamba, Jamba) hold the
 convolutions' last inputs and the recurrence's state; LFM2's short convs hold only the former.
 During a captured forward every `nn.Conv1d` input and every recurrence call is recorded;
 afterwards (engine/cache/recurrent.py, `RecomputePlan`) a short row's convolution state is the
@@ -11,10 +11,10 @@ window of its captured input that ends at its last kept position (the gather the
 does for a row with `lengths`), and its recurrence state is the same function run again from the
 state before the forward over the kept positions only (a mask). One recurrence call per layer
 over at most k+1 positions replaces a second pass of every kept token through the whole model.
-Layers that ignore `lengths` (Mamba 1, Nemotron-H, OLMo hybrid) take a padded row's padding into
-its state; recomputing every padded row undoes that, which is what lets such models speculate
-(engine/core/batch_check.py, `recompute_undoes_padding`). Models whose layers do not fit this
-shape keep the replay, or are refused speculation where padding would enter their state.
+Layers that ignore `lengths` (Mamba 1, Jamba, Nemotron-H, OLMo hybrid) take a padded row's
+padding into its state; recomputing every padded row undoes that, which is what lets such models
+speculate (engine/core/batch_check.py, `recompute_undoes_padding`). Models whose layers do not
+fit this shape keep the replay, or are refused speculation where padding would enter their state.
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ import mlx.nn as nn
 
 REPLAY_ENV = "TANDEM_RECURRENT_REPLAY"  # "1": always replay kept tokens (A/B runs)
 RECURRENCE_FUNCTIONS = ("gated_delta_update", "ssm_update")  # Qwen3.5 & co.; Mamba 2 & co.
-# Mamba 1 (and Falcon-Mamba): the block's mixer runs its recurrence one `ssm_step` per token
-RECURRENCE_BLOCKS = (("mamba", "MambaBlock"),)
+# Mamba 1 blocks: (module, class, whether its `ssm_step` takes one token or the whole sequence)
+RECURRENCE_BLOCKS = (("mamba", "MambaBlock", True), ("jamba", "JambaMambaMixer", False))
 _MODEL_PACKAGE = "mlx_lm.models."
 
 
@@ -69,13 +69,14 @@ class RecurrenceCall:
 
 @dataclass
 class BlockCall:
-    """One Mamba 1 mixer run during a captured forward: its input (before the in-projection)
-    and its conv and SSM state from before the forward."""
+    """One Mamba 1 mixer run (Mamba, Falcon-Mamba, Jamba) during a captured forward: its input
+    (before the in-projection) and its conv and SSM state from before the forward."""
 
     block: Any
     x: mx.array
     conv_state: mx.array
     state: mx.array
+    per_token: bool  # Mamba's `ssm_step` takes one token; Jamba's the whole sequence
     mask: Any = None
 
     @property
@@ -90,10 +91,17 @@ class BlockCall:
         u = nn.silu(block.conv1d(mx.concatenate([self.conv_state, x], axis=1)))
         A = -mx.exp(block.A_log)
         keep_shape = (-1,) + (1,) * (state.ndim - 1)
-        for t in range(u.shape[1]):
-            _, new = block.ssm_step(u[:, t], A, state)
-            state = mx.where(mask[:, t].reshape(keep_shape), new, state)
-        return state
+        if self.per_token:
+            for t in range(u.shape[1]):
+                _, new = block.ssm_step(u[:, t], A, state)
+                state = mx.where(mask[:, t].reshape(keep_shape), new, state)
+            return state
+        # it returns only the last position's state: one run per length a row may keep
+        out = state
+        for n in range(1, u.shape[1] + 1):
+            _, new = block.ssm_step(u[:, :n], A, state)
+            out = mx.where((lengths == n).reshape(keep_shape), new, out)
+        return out
 
 
 @dataclass
@@ -138,13 +146,13 @@ def install() -> None:
             fn = getattr(module, fn_name, None)
             if callable(fn) and not getattr(fn, "tandem_capture", False):
                 setattr(module, fn_name, _call_hook(fn))
-        for module_name, class_name in RECURRENCE_BLOCKS:
+        for module_name, class_name, per_token in RECURRENCE_BLOCKS:
             if name != _MODEL_PACKAGE + module_name:
                 continue
             block = getattr(module, class_name, None)
             method = getattr(block, "_process_sequence", None)
             if method is not None and not getattr(method, "tandem_capture", False):
-                block._process_sequence = _block_hook(method)
+                block._process_sequence = _block_hook(method, per_token=per_token)
 
 
 def _conv_hook(original: Callable[..., mx.array]) -> Callable[..., mx.array]:
@@ -170,10 +178,10 @@ def _call_hook(original: Callable[..., Any]) -> Callable[..., Any]:
     return hooked
 
 
-def _block_hook(original: Callable[..., Any]) -> Callable[..., Any]:
+def _block_hook(original: Callable[..., Any], *, per_token: bool) -> Callable[..., Any]:
     def _process_sequence(self: Any, x: mx.array, conv_cache: Any, state_cache: Any) -> Any:
         if _active is not None and conv_cache is not None and state_cache is not None:
-            _active.calls.append(BlockCall(self, x, conv_cache, state_cache))
+            _active.calls.append(BlockCall(self, x, conv_cache, state_cache, per_token))
         return original(self, x, conv_cache, state_cache)
 
     _process_sequence.tandem_capture = True  # type: ignore[attr-defined]

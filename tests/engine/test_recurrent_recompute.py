@@ -63,14 +63,15 @@ def test_recomputed_state_equals_a_forward_over_the_kept_tokens(qwen3_next):
     "name",
     [
         "qwen3_5", "kimi_linear", "olmo_hybrid", "bailing_moe_v3", "mamba2", "nemotron_h",
-        "lfm2", "mamba",
+        "lfm2", "mamba", "jamba",
     ],
 )  # fmt: skip
 def test_recompute_equals_feeding_each_row_its_kept_tokens_alone(name):
     """Gated-delta layers with one conv (Qwen3.5) and with three (q, k, v: Kimi Linear, OLMo
     hybrid, Bailing v3), Mamba 2 layers (Mamba 2, Nemotron-H), conv-only layers (LFM2) and
-    Mamba 1 blocks (one `ssm_step` per token): each row's arrays equal, to float rounding (the
-    batch computes five positions at once), those of its own cache fed only what it kept."""
+    Mamba 1 blocks (one `ssm_step` per token: Mamba; one over the sequence: Jamba): each row's
+    arrays equal, to float rounding (the batch computes five positions at once), those of its
+    own cache fed only what it kept."""
     model, _ = build_model(BY_NAME[name])
     prompts = [[1, 2, 3, 4, 20, 21], [1, 2, 30, 31, 32, 33], [1, 40, 41, 42, 43, 44]]
     kept = [2, 5, 1]
@@ -166,14 +167,14 @@ def test_a_reply_that_ends_inside_its_draft_is_stored_whole(qwen3_next, stop_at,
     "name",
     [
         "mamba2", "granitemoehybrid", "falcon_h1", "plamo2", "lfm2", "kimi_linear",
-        "nemotron_h", "olmo_hybrid", "mamba",
+        "nemotron_h", "olmo_hybrid", "mamba", "jamba",
     ],
 )  # fmt: skip
 def test_recompute_is_exact_across_families(name, tmp_path, monkeypatch):
     """Rows that mostly reject their drafts, on Mamba 2 layers (Mamba 2, Granite 4 hybrid,
     Falcon-H1, PLaMo 2), LFM2's, Kimi Linear's, and layers that take a row's padding into its
-    state (Nemotron-H, OLMo hybrid, Mamba 1: every padded row is recomputed): every row's tokens
-    are mlx_lm.generate's."""
+    state (Nemotron-H, OLMo hybrid, Mamba, Jamba: every padded row is recomputed): every row's
+    tokens are mlx_lm.generate's."""
     from tests.architectures.build import save_folder
     from tests.architectures.tokenizer import TINY_VOCAB
     from tests.engine.engine_harness import SYNTH
@@ -191,13 +192,13 @@ def test_recompute_is_exact_across_families(name, tmp_path, monkeypatch):
 
 @pytest.mark.parametrize(
     ("name", "undone"),
-    [("mamba", True), ("nemotron_h", True), ("olmo_hybrid", True), ("jamba", False),
-     ("rwkv7", False)],
+    [("mamba", True), ("jamba", True), ("nemotron_h", True), ("olmo_hybrid", True),
+     ("rwkv7", False), ("recurrent_gemma", False)],
 )  # fmt: skip
 def test_padding_in_the_state_is_undone_by_recompute_where_the_capture_fits(name, undone):
     """Layers that ignore `lengths` take a padded row's padding into its state; recomputing
     every padded row undoes it where the capture describes the layers (then such a model
-    speculates; Jamba's and RWKV 7's layers it does not describe, so they stay refused)."""
+    speculates; RWKV 7's and RecurrentGemma's it does not describe, so they stay refused)."""
     from engine.core.batch_check import padding_problem, recompute_undoes_padding
 
     model, _ = build_model(BY_NAME[name])
