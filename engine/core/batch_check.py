@@ -79,59 +79,94 @@ def _together(model: Any) -> list[tuple[mx.array, mx.array]]:
     return [(one[i], many[i]) for i in range(len(_PROMPTS))]
 
 
+_FEEDS = ([20, 21, 22], [23], [24, 25])  # what three rows feed in one padded forward
+
+
+def padding_check(model: Any) -> tuple[str | None, bool]:
+    """`padding_problem` and, where there is one, `recompute_undoes_padding`, with the rows
+    run alone once for both (at load)."""
+    try:
+        alone = _rows_alone(model)
+    except Exception as exc:  # noqa: BLE001 - the reason is the answer
+        return f"a padded forward fails ({exc})", False
+    problem = _padded_round(model, alone, recompute=False)
+    return problem, problem is not None and _recompute_round(model, alone)
+
+
 def padding_problem(model: Any) -> str | None:
     """For models with recurrent state: None when rows that feed fewer tokens than a forward's
     width keep the padding out of their state (the `lengths` mlx-lm's mixers take), as
     batched prompts and verify rounds need; else what went wrong. Some mixers ignore it."""
-    return _padded_round(model, recompute=False)
+    try:
+        alone = _rows_alone(model)
+    except Exception as exc:  # noqa: BLE001 - the reason is the answer
+        return f"a padded forward fails ({exc})"
+    return _padded_round(model, alone, recompute=False)
 
 
 def recompute_undoes_padding(model: Any) -> bool:
     """For a model with a `padding_problem`: whether recomputing every padded row's recurrent
     state from what the forward fed it (engine/cache/recurrent.py) gives each row what it gives
     alone, so that verify rounds can still pad (prompts then go one at a time)."""
-    from engine.cache import recurrent_capture
-
-    if not recurrent_capture.enabled():
+    try:
+        return _recompute_round(model, _rows_alone(model))
+    except Exception:  # noqa: BLE001 - then it does not
         return False
-    recurrent_capture.install()  # the model's module is imported by now
-    return _padded_round(model, recompute=True) is None
 
 
-def _padded_round(model: Any, *, recompute: bool) -> str | None:
-    """Three rows feed 3, 1 and 2 tokens in one forward (right-padded), then one more token;
-    None when each row's logits match the same tokens fed to that row alone."""
-    from engine.cache import recurrent_capture
-    from engine.cache.recurrent import RecurrentSnapshot, has_recurrent, set_lengths
-    from engine.speculative.rollback import rollback_rows
+def _rows_alone(model: Any) -> list[mx.array] | None:
+    """Each row's logits for one more token after its prompt and feed, alone; None for a model
+    without recurrent state (nothing to check)."""
+    from engine.cache.recurrent import has_recurrent
 
     if not has_recurrent(make_prompt_cache(model)):
         return None
-    feeds = ([20, 21, 22], [23], [24, 25])
+    alone = []
+    for prompt, feed in zip(_PROMPTS, _FEEDS):
+        cache = make_prompt_cache(model)
+        model(mx.array([prompt + feed]), cache=cache)
+        alone.append(model(mx.array([[30]]), cache=cache)[0, -1])
+    mx.eval(alone)
+    return alone
+
+
+def _recompute_round(model: Any, alone: list[mx.array] | None) -> bool:
+    from engine.cache import recurrent_capture
+
+    if alone is None or not recurrent_capture.enabled():
+        return False
+    recurrent_capture.install()  # the model's module is imported by now
+    return _padded_round(model, alone, recompute=True) is None
+
+
+def _padded_round(model: Any, alone: list[mx.array] | None, *, recompute: bool) -> str | None:
+    """Three rows feed 3, 1 and 2 tokens in one forward (right-padded), then one more token;
+    None when each row's logits match `alone` (the same tokens fed to that row alone)."""
+    from engine.cache import recurrent_capture
+    from engine.cache.recurrent import RecurrentSnapshot, set_lengths
+    from engine.speculative.rollback import rollback_rows
+
+    if alone is None:
+        return None
     try:
-        alone = []
-        for prompt, feed in zip(_PROMPTS, feeds):
-            cache = make_prompt_cache(model)
-            model(mx.array([prompt + feed]), cache=cache)
-            alone.append(model(mx.array([[30]]), cache=cache)[0, -1])
         batch = None
         for prompt in _PROMPTS:
             cache = make_prompt_cache(model)
             model(mx.array([prompt]), cache=cache)
             rows = merge_row_cache(cache)
             batch = rows if batch is None else [extend_layer(m, t) for m, t in zip(batch, rows)]
-        width = max(len(f) for f in feeds)
-        fed = [len(f) for f in feeds]
+        fed = [len(f) for f in _FEEDS]
+        width = max(fed)
         snapshot = RecurrentSnapshot.take(batch)
         set_lengths(batch, fed)
         with recurrent_capture.capturing(recompute) as capture:
-            model(mx.array([f + [0] * (width - len(f)) for f in feeds]), cache=batch)
+            model(mx.array([f + [0] * (width - len(f)) for f in _FEEDS]), cache=batch)
         set_lengths(batch, None)
         if recompute and not snapshot.recompute_rows(capture, fed, [n < width for n in fed]):
             return "its recurrent layers cannot be recomputed"
         rollback_rows(batch, [width - n for n in fed])
-        together = model(mx.array([[30]] * len(feeds)), cache=batch)[:, -1]
-        mx.eval(alone, together)
+        together = model(mx.array([[30]] * len(_FEEDS)), cache=batch)[:, -1]
+        mx.eval(together)
     except Exception as exc:  # noqa: BLE001 - the reason is the answer
         return f"a padded forward fails ({exc})"
     for i, one in enumerate(alone):

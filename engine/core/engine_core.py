@@ -16,8 +16,7 @@ from engine.config import EngineConfig
 from engine.core.batch_check import (
     batching_problem,
     chunking_problem,
-    padding_problem,
-    recompute_undoes_padding,
+    padding_check,
     speculation_problem,
 )
 from engine.core.executor import ModelExecutor
@@ -45,9 +44,9 @@ class EngineCore:
             target.info.batching_note = f"runs one request at a time: {problem}"
             config = dataclasses.replace(config, max_batch=1)
         self.policy = SpeculationPolicy()
-        padding = padding_problem(target.model)
-        # verify rounds can pad such a model when every padded row's state is recomputed
-        recomputed = padding is not None and recompute_undoes_padding(target.model)
+        # verify rounds can still pad a model whose layers take padding into their state
+        # where every padded row's state is recomputed after the forward
+        padding, recomputed = padding_check(target.model)
         chunking = chunking_problem(target.model)
         problem = speculation_problem(target.model) or (None if recomputed else padding)
         problem = problem or chunking

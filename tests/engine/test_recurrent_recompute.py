@@ -190,6 +190,13 @@ def test_recompute_is_exact_across_families(name, tmp_path, monkeypatch):
     assert got == expected
 
 
+def test_a_model_that_masks_padding_has_no_problem_to_undo():
+    from engine.core.batch_check import padding_check
+
+    model, _ = build_model(BY_NAME["qwen3_5"])
+    assert padding_check(model) == (None, False)
+
+
 @pytest.mark.parametrize(
     ("name", "undone"),
     [("mamba", True), ("jamba", True), ("nemotron_h", True), ("olmo_hybrid", True),
@@ -199,16 +206,19 @@ def test_padding_in_the_state_is_undone_by_recompute_where_the_capture_fits(name
     """Layers that ignore `lengths` take a padded row's padding into its state; recomputing
     every padded row undoes it where the capture describes the layers (then such a model
     speculates; RWKV 7's and RecurrentGemma's it does not describe, so they stay refused)."""
-    from engine.core.batch_check import padding_problem, recompute_undoes_padding
+    from engine.core.batch_check import padding_check, padding_problem, recompute_undoes_padding
 
     model, _ = build_model(BY_NAME[name])
     assert padding_problem(model) is not None
     assert recompute_undoes_padding(model) == undone
+    problem, undone_at_load = padding_check(model)  # the engine's one call at load
+    assert problem is not None and undone_at_load == undone
 
 
 def test_with_replay_forced_padding_is_not_undone(monkeypatch):
-    from engine.core.batch_check import recompute_undoes_padding
+    from engine.core.batch_check import padding_check, recompute_undoes_padding
 
     monkeypatch.setenv(recurrent_capture.REPLAY_ENV, "1")
     model, _ = build_model(BY_NAME["mamba"])
     assert not recompute_undoes_padding(model)
+    assert padding_check(model)[1] is False
