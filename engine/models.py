@@ -19,6 +19,7 @@ import mlx.core as mx
 import mlx.nn as nn
 
 from engine import default_model
+from engine.kernels.depthwise_conv_cuda import install as install_conv_kernel
 from engine.kernels.gated_delta_cuda import install as install_gated_delta_kernel
 from engine.kernels.rope_cuda_guard import install_for as install_rope_guard
 from engine.requests import ModelInfo
@@ -238,6 +239,7 @@ def open_model(
     """Resolve and check a model and build it with lazy weights (mlx-lm's `lazy=True`): fast,
     and no weight memory yet. A "random:" spec gives a random-weight benchmark model."""
     install_gated_delta_kernel()  # CUDA only: hybrid models' recurrence as one kernel per layer
+    install_conv_kernel()  # CUDA only: their short depthwise convolutions without cuDNN
     if spec is not None and spec.startswith(RANDOM_SPEC_PREFIX):
         from engine.bench.random_model import open_random
 

@@ -13,9 +13,10 @@ from typing import Any
 import mlx.core as mx
 from mlx_lm.models.cache import make_prompt_cache
 
+from engine.cache import recurrent_capture
 from engine.cache.batch_rows import merge_row_caches
 from engine.cache.kv_quant import merge_layer
-from engine.cache.recurrent import set_lengths
+from engine.cache.recurrent import RecurrentSnapshot, has_recurrent, set_lengths
 from engine.models import load_model as load_any
 from engine.sampling import greedy_tokens, log_softmax
 from engine.speculative.rollback import rollback_rows
@@ -67,12 +68,18 @@ def main() -> None:
     for w in args.widths:
         x = mx.ones((B, w), dtype=mx.uint32)
 
+        fed = [w - i % w if args.ragged else w for i in range(B)]
+
         def forward():
             cache = prefilled_batch(model, ragged_prompts(B, L))
+            recurrent_capture.install()
+            forward.snapshot = RecurrentSnapshot.take(cache)
             start = time.perf_counter()
             if args.ragged and w > 1:
-                set_lengths(cache, [w - i % w for i in range(B)])
-            logits = model(x, cache=cache)
+                set_lengths(cache, fed)
+            with recurrent_capture.capturing(has_recurrent(cache)) as capture:
+                logits = model(x, cache=cache)
+            forward.capture = capture
             set_lengths(cache, None)
             mx.eval(logits)
             forward.t = time.perf_counter() - start
@@ -87,11 +94,21 @@ def main() -> None:
         lse = timed(lambda: mx.eval(mx.argmax(log_softmax(logits), axis=-1)))
         surplus = [(i % w) for i in range(B)]
         roll = timed(lambda: (rollback_rows(cache, surplus), mx.eval([c.state for c in cache])), 3)
-        print(
+        line = (
             f"width {w:>2}: forward {fwd:7.2f} ms  greedy {greedy:6.2f} ms  "
-            f"argmax(log_softmax) {lse:6.2f} ms  rollback {roll:6.2f} ms",
-            flush=True,
+            f"argmax(log_softmax) {lse:6.2f} ms  rollback {roll:6.2f} ms"
         )
+        if forward.capture is not None and w > 1:
+            # recurrent layers: every row keeps one token less than it was fed
+            kept, short = [max(n - 1, 1) for n in fed], [n > 1 for n in fed]
+
+            def recompute():
+                if not forward.snapshot.recompute_rows(forward.capture, kept, short):
+                    raise RuntimeError("this model's layers cannot be recomputed")
+                mx.eval([c.state for c in cache])
+
+            line += f"  recompute {timed(recompute, 3):6.2f} ms"
+        print(line, flush=True)
 
 
 if __name__ == "__main__":

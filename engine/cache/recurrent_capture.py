@@ -162,6 +162,7 @@ def _conv_hook(original: Callable[..., mx.array]) -> Callable[..., mx.array]:
         return original(self, x)
 
     __call__.tandem_capture = True  # type: ignore[attr-defined]
+    __call__.__wrapped__ = original  # type: ignore[attr-defined]
     return __call__
 
 

@@ -13,12 +13,15 @@ nothing while its neighbours draft more); plain decoding unless some width beats
 
 from __future__ import annotations
 
+import math
+from collections import deque
 from dataclasses import dataclass, field
 
 DEFAULT_PRIOR_ACCEPTANCE = 0.6
 DEFAULT_DECAY = 0.8  # weight of the past in the acceptance counts
-DEFAULT_EMA = 0.3  # for forward timings
-DEFAULT_PROBE_EVERY = 32  # plain rounds before trying speculation again
+DEFAULT_WINDOW = 8  # timings kept per (batch, width)
+DEFAULT_PROBE_EVERY = 32  # plain rounds before trying speculation again (more where dear)
+DEFAULT_PROBE_K = 4  # a probe drafts this deep: it measures a wide round, not only width 2
 DEFAULT_COST_SLOPE = 0.15  # extra cost per verified token until measured (CPU: 5 tokens 1.6x)
 MIN_GAIN = 1.03  # speculate only for a clear win
 DEFAULT_MIN_MARGINAL = 0.1  # a draft position kept less often than this is not proposed
@@ -27,12 +30,16 @@ DEFAULT_MIN_MARGINAL = 0.1  # a draft position kept less often than this is not 
 @dataclass
 class CostModel:
     """Seconds per step (a plain step, or a verify round with its drafting) by (batch size,
-    width), as exponential moving averages."""
+    width): the least of each shape's last few timings."""
 
-    seconds: dict[tuple[int, int], float] = field(default_factory=dict)
-    # shapes timed once: that first time pays one-off costs (a graph build per new shape on
-    # CUDA, 5x a step and more; buffer allocation), and one such sample, averaged in, kept
-    # auto off a width it then rarely tried again
+    # The least, not a mean: the slow timings of a shape are one-off costs it does not pay again
+    # (on CUDA a graph or cuDNN plan built for it, 5x a step and more, sometimes at its second
+    # run too; a collection pause), and one such timing averaged in kept auto off a width for
+    # good (measured on the H200: a 20 ms width-2 round priced every width at 5x a 4 ms step,
+    # where the rounds that followed took 10 ms). A lasting change shows once the window has
+    # moved past the older timings.
+    samples: dict[tuple[int, int], deque[float]] = field(default_factory=dict)
+    # each shape's first timing is left out altogether: it pays for building the shape
     _first_seen: set[tuple[int, int]] = field(default_factory=set)
 
     def record(self, batch: int, width: int, seconds: float) -> None:
@@ -40,24 +47,26 @@ class CostModel:
         if key not in self._first_seen:
             self._first_seen.add(key)
             return
-        old = self.seconds.get(key)
-        self.seconds[key] = seconds if old is None else old + DEFAULT_EMA * (seconds - old)
+        self.samples.setdefault(key, deque(maxlen=DEFAULT_WINDOW)).append(seconds)
+
+    @property
+    def seconds(self) -> dict[tuple[int, int], float]:
+        """Each measured shape's cost."""
+        return {key: min(window) for key, window in self.samples.items() if window}
 
     def relative(self, batch: int, width: int) -> float:
-        """cost(batch, width) / cost(batch, 1). A width not measured at this batch size is
-        read off the measured ones: between two, on the line joining them; past the widest,
-        its cost grown by a slope per extra token (a round's fixed cost, large on a GPU, is
-        paid at every width), so a wider width is tried and then known; with nothing
-        measured, a slope that grows with batch, at most `width` steps."""
+        """cost(batch, width) / cost(batch, 1). The widths measured at this batch size price
+        the rest: between two, on the line joining them; past the widest, its cost plus the
+        measured slope per extra token (a round's fixed cost, large on a GPU, is paid at every
+        width), so a wider width is tried and then known. A batch size with none measured yet
+        (rows join and leave all the time) takes the extra seconds a round cost over a plain
+        step at the nearest batch size that has them. With nothing measured, a slope that
+        grows with batch, at most `width` steps."""
         if width <= 1:
             return 1.0
-        base = self.seconds.get((batch, 1))
-        if not base:
+        known = self._known(batch)
+        if known is None:
             return min(1.0 + DEFAULT_COST_SLOPE * (width - 1) * batch, float(width))
-        known = {1: 1.0}
-        for (b, w), seconds in self.seconds.items():
-            if b == batch and w > 1:
-                known[w] = max(seconds / base, 1.0)
         if width in known:
             return known[width]
         below = max(w for w in known if w < width)
@@ -66,9 +75,34 @@ class CostModel:
             w2 = min(above)
             t = (width - below) / (w2 - below)
             return known[below] + t * (known[w2] - known[below])
-        if below == 1:
-            return min(1.0 + DEFAULT_COST_SLOPE * (width - 1) * batch, float(width))
-        return known[below] * (1.0 + DEFAULT_COST_SLOPE * (width - below))
+        verified = sorted(w for w in known if w > 1)
+        slope = DEFAULT_COST_SLOPE
+        if len(verified) >= 2:
+            w1, w2 = verified[-2:]
+            slope = max((known[w2] - known[w1]) / (w2 - w1), 0.0)
+        return known[below] + slope * (width - below)
+
+    def _known(self, batch: int) -> dict[int, float] | None:
+        """{width: relative cost} at `batch` from its own timings, else from the nearest batch
+        size's (its rounds' extra seconds over its plain step, added to this batch's plain
+        step: a round's fixed cost does not grow with the batch, so this errs towards trying
+        a width, which then gets measured); None when there is nothing to go on."""
+        seconds = self.seconds
+        base = seconds.get((batch, 1))
+        if not base:
+            return None
+        sizes = {b for (b, w) in seconds if w > 1 and seconds.get((b, 1))}
+        if not sizes:
+            return None
+        nearest = (
+            batch if batch in sizes else min(sizes, key=lambda b: (abs(math.log(b / batch)), b))
+        )
+        extra_base = seconds[(nearest, 1)]
+        known = {1: 1.0}
+        for (b, w), value in seconds.items():
+            if b == nearest and w > 1:
+                known[w] = max((base + value - extra_base) / base, 1.0)
+        return known
 
 
 @dataclass
@@ -119,9 +153,13 @@ class AutoPolicy:
                 best_ks, best = ks, gain
         if not any(best_ks):
             self.idle_rounds += 1
-            if self.idle_rounds >= DEFAULT_PROBE_EVERY:
+            # probe (acceptance or costs may have changed), spending at most about one round's
+            # worth in DEFAULT_PROBE_EVERY on it
+            probe_k = min(DEFAULT_PROBE_K, k_max)
+            extra = self.costs.relative(batch, max(probe_k + 1, free_width)) - 1.0
+            if self.idle_rounds >= DEFAULT_PROBE_EVERY * max(1.0, extra):
                 self.idle_rounds = 0
-                return [1] * len(rates)  # probe: acceptance or costs may have changed
+                return [probe_k] * len(rates)
         else:
             self.idle_rounds = 0
         return best_ks

@@ -12,6 +12,8 @@ from engine.requests import GenerationRequest, SpecMethod, SpecStats, Speculativ
 from engine.sampling import RowSampler
 from engine.speculative.auto import (
     DEFAULT_PROBE_EVERY,
+    DEFAULT_PROBE_K,
+    DEFAULT_WINDOW,
     AutoPolicy,
     CostModel,
     RowAcceptance,
@@ -106,8 +108,8 @@ def test_cost_model_prior_then_measurements():
     costs.record(1, 1, 0.010)
     costs.record(1, 5, 0.013)
     assert costs.relative(1, 5) == pytest.approx(1.3)
-    costs.record(1, 5, 0.023)  # a moving average: one slow round moves it part of the way
-    assert 1.3 < costs.relative(1, 5) < 2.3
+    costs.record(1, 5, 0.023)  # a slow round (a one-off cost) does not move it
+    assert costs.relative(1, 5) == pytest.approx(1.3)
     for _ in range(2):
         costs.record(2, 1, 0.010)
         costs.record(2, 3, 0.005)
@@ -121,7 +123,7 @@ def test_cost_model_prior_carries_a_rounds_fixed_cost_to_wider_widths():
     for _ in range(2):
         costs.record(1, 1, 0.010)
         costs.record(1, 2, 0.025)
-    assert costs.relative(1, 5) == pytest.approx(2.5 * (1 + 3 * 0.15))
+    assert costs.relative(1, 5) == pytest.approx(2.5 + 3 * 0.15)
     assert costs.relative(32, 5) <= 5.0  # unmeasured: never above five plain steps
     policy = AutoPolicy(costs=costs)
     # acceptance 0.6 does not pay for such rounds; 0.95 does, at the widest width
@@ -166,7 +168,42 @@ def test_auto_probes_again_after_a_while_of_plain_decoding():
     policy = AutoPolicy()
     choices = [policy.choose([0.0], batch=1, k_max=8) for _ in range(DEFAULT_PROBE_EVERY)]
     assert choices[:-1] == [[0]] * (DEFAULT_PROBE_EVERY - 1)
-    assert choices[-1] == [1]
+    assert choices[-1] == [DEFAULT_PROBE_K]  # deep enough to measure a wide round
+    # where a round costs three plain steps, it probes half as often
+    dear = AutoPolicy()
+    measure(dear.costs, 1, {1: 0.010, 5: 0.030})
+    choices = [dear.choose([0.0], batch=1, k_max=8) for _ in range(2 * DEFAULT_PROBE_EVERY)]
+    assert choices[:-1] == [[0]] * (2 * DEFAULT_PROBE_EVERY - 1)
+    assert choices[-1] == [DEFAULT_PROBE_K]
+
+
+def test_cost_model_keeps_the_least_recent_timing_and_follows_a_lasting_change():
+    costs = CostModel()
+    measure(costs, 2, {1: 0.010, 3: 0.015})
+    for spike in (0.100, 0.080):  # a shape built again, a collection pause
+        costs.record(2, 3, spike)
+    assert costs.relative(2, 3) == pytest.approx(1.5)
+    for _ in range(DEFAULT_WINDOW):  # it now really costs more
+        costs.record(2, 3, 0.030)
+    assert costs.relative(2, 3) == pytest.approx(3.0)
+
+
+def test_a_new_batch_size_borrows_the_nearest_measured_rounds_extra_seconds():
+    """Rows join and leave all the time: a batch size whose rounds are not measured yet is
+    priced from the nearest one whose are (a round's extra seconds over a plain step), not by
+    the prior (which at 16 rows priced every width out)."""
+    costs = CostModel()
+    measure(costs, 4, {1: 0.010, 5: 0.015})
+    measure(costs, 16, {1: 0.020, 5: 0.040})
+    assert costs.relative(6, 5) > 1.0  # its plain step not timed yet: the prior
+    measure(costs, 6, {1: 0.012})
+    assert costs.relative(6, 5) == pytest.approx((0.012 + 0.005) / 0.012)
+    measure(costs, 12, {1: 0.018})
+    assert costs.relative(12, 5) == pytest.approx((0.018 + 0.020) / 0.018)
+    measure(costs, 1, {1: 0.004})
+    assert costs.relative(1, 5) == pytest.approx((0.004 + 0.005) / 0.004)
+    measure(costs, 6, {5: 0.013})  # its own timings, once it has them
+    assert costs.relative(6, 5) == pytest.approx(0.013 / 0.012)
 
 
 def test_row_acceptance_decays_towards_recent_rounds():
