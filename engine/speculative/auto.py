@@ -18,6 +18,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 DEFAULT_PRIOR_ACCEPTANCE = 0.6
+DEFAULT_PRIOR_TRIALS = 2.0  # the prior's weight, in trials
 DEFAULT_DECAY = 0.8  # weight of the past in the acceptance counts
 DEFAULT_WINDOW = 8  # timings kept per (batch, width)
 DEFAULT_PROBE_EVERY = 32  # plain rounds before trying speculation again (more where dear)
@@ -110,8 +111,13 @@ class RowAcceptance:
     """Per-token acceptance as decayed success / trial counts (a run of a accepted drafts
     followed by a rejection is a + 1 trials)."""
 
-    successes: float = DEFAULT_PRIOR_ACCEPTANCE * 2
-    trials: float = 2.0
+    successes: float = DEFAULT_PRIOR_ACCEPTANCE * DEFAULT_PRIOR_TRIALS
+    trials: float = DEFAULT_PRIOR_TRIALS
+
+    @classmethod
+    def starting_at(cls, rate: float) -> RowAcceptance:
+        """A new row's counts: `rate`, weighted as the default prior is."""
+        return cls(successes=rate * DEFAULT_PRIOR_TRIALS, trials=DEFAULT_PRIOR_TRIALS)
 
     @property
     def rate(self) -> float:

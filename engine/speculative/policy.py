@@ -39,6 +39,10 @@ class SpeculationPolicy:
     checks: dict[str, Callable[[SpeculativeParams], None]] = field(default_factory=dict)
     own_draft: str | None = None  # the model's trained draft head, for rows naming no draft model
     _acceptance: dict[str, RowAcceptance] = field(default_factory=dict)
+    # every auto row's rounds, decayed: a new row starts from what its neighbours and the rows
+    # before it were kept lately, not from a fixed prior (short replies ended before a row
+    # that started pessimistic had drafted enough to learn otherwise)
+    _pooled: RowAcceptance = field(default_factory=RowAcceptance)
 
     @property
     def costs(self) -> CostModel:
@@ -106,12 +110,17 @@ class SpeculationPolicy:
         acceptance = self._acceptance.get(request_id)
         if acceptance is not None:
             acceptance.update(drafted, accepted)
+            self._pooled.update(drafted, accepted)
 
     def forget(self, request_id: str) -> None:
         self._acceptance.pop(request_id, None)
 
     def _row_acceptance(self, row: RequestState) -> RowAcceptance:
-        return self._acceptance.setdefault(row.request_id, RowAcceptance())
+        acceptance = self._acceptance.get(row.request_id)
+        if acceptance is None:
+            acceptance = RowAcceptance.starting_at(self._pooled.rate)
+            self._acceptance[row.request_id] = acceptance
+        return acceptance
 
     def _fixed(self, row: RequestState) -> DraftChoice:
         method = _method(row)

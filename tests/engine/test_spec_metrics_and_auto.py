@@ -244,6 +244,26 @@ def test_policy_plans_each_method_and_respects_the_reply_end():
     assert "draft model" in orphan.note
 
 
+def test_a_new_auto_row_starts_from_what_auto_rows_were_kept_lately():
+    """Short replies end before a row that starts from a pessimistic prior has drafted enough
+    to learn otherwise: a new row starts where its neighbours and predecessors are."""
+    policy = SpeculationPolicy(drafters=frozenset({"lookup"}))
+    first = _state(SpecMethod.AUTO)
+    policy.plan([first])
+    assert policy._acceptance[first.request_id].rate == pytest.approx(0.6)
+    for _ in range(10):
+        policy.observe(first.request_id, 4, 4)
+    policy.observe("a fixed-method row", 4, 0)  # not an auto row: not counted
+    second = _state(SpecMethod.AUTO)
+    policy.plan([first, second])
+    assert policy._acceptance[second.request_id].rate > 0.95
+    for _ in range(10):
+        policy.observe(second.request_id, 4, 0)
+    third = _state(SpecMethod.AUTO)
+    policy.plan([third])
+    assert policy._acceptance[third.request_id].rate < 0.4
+
+
 def test_policy_auto_uses_the_rows_own_draft_model_when_it_has_one():
     mine, other = draft_drafter_name("/models/mine"), draft_drafter_name("/models/other")
     with_draft, without = _state(SpecMethod.AUTO), _state(SpecMethod.AUTO)
