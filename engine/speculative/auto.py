@@ -23,6 +23,11 @@ DEFAULT_DECAY = 0.8  # weight of the past in the acceptance counts
 DEFAULT_WINDOW = 8  # timings kept per (batch, width)
 DEFAULT_PROBE_EVERY = 32  # plain rounds before trying speculation again (more where dear)
 DEFAULT_PROBE_K = 4  # a probe drafts this deep: it measures a wide round, not only width 2
+# the verify widths auto chooses from: each new width is a new shape to build (on CUDA a graph
+# and kernels, 5x a step and more) and to measure before its cost is known; with every width
+# up to 17 allowed, auto's rounds on the H200 were mostly first-time shapes (19-47 ms against
+# 5-6 ms for fixed lookup's width 5) and it judged speculation a loss
+DEFAULT_WIDTHS = (2, 3, 5, 9, 17)
 DEFAULT_COST_SLOPE = 0.15  # extra cost per verified token until measured (CPU: 5 tokens 1.6x)
 MIN_GAIN = 1.03  # speculate only for a clear win
 DEFAULT_MIN_MARGINAL = 0.1  # a draft position kept less often than this is not proposed
@@ -150,8 +155,10 @@ class AutoPolicy:
             return []
         plain = len(rates) / self.costs.relative(batch, free_width)
         best_ks, best = [0] * len(rates), plain * MIN_GAIN
-        for width in range(2, k_max + 2):
+        for width in (w for w in DEFAULT_WIDTHS if w <= k_max + 1):
             ks = [row_k(rate, width) for rate in rates]
+            widest = max((w for w in DEFAULT_WIDTHS if w <= max(ks) + 1), default=1)
+            ks = [min(k, widest - 1) for k in ks]  # the forward's width stays one of a few
             used = max(max(ks) + 1, free_width)
             gain = sum(expected_tokens(r, k) for r, k in zip(rates, ks))
             gain /= self.costs.relative(batch, used)

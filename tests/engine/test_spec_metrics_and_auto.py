@@ -13,6 +13,7 @@ from engine.sampling import RowSampler
 from engine.speculative.auto import (
     DEFAULT_PROBE_EVERY,
     DEFAULT_PROBE_K,
+    DEFAULT_WIDTHS,
     DEFAULT_WINDOW,
     AutoPolicy,
     CostModel,
@@ -154,6 +155,17 @@ def test_auto_drafts_when_acceptance_pays_and_stops_when_it_loses():
     # verification costs a step per token
     measure(expensive.costs, 1, {w: 0.010 * w for w in range(1, 18)})
     assert expensive.choose([0.7], batch=1, k_max=16) == [0]
+
+
+def test_auto_verifies_at_one_of_a_few_widths_only():
+    """Each new width is a new shape to build and measure: auto keeps to a few."""
+    policy = AutoPolicy()
+    measure(policy.costs, 2, {w: 0.010 * (1 + 0.05 * (w - 1)) for w in range(1, 18)})
+    for rates in ([0.5, 0.3], [0.7, 0.2], [0.8, 0.8], [0.99, 0.1], [0.6, 0.6]):
+        ks = policy.choose(rates, batch=2, k_max=16)
+        assert max(ks) + 1 in (1, *DEFAULT_WIDTHS), (rates, ks)
+    assert policy.choose([0.99, 0.99], batch=2, k_max=16) == [16, 16]
+    assert max(policy.choose([0.99], batch=2, k_max=6)) == 4  # widest allowed under 7: 5
 
 
 def test_auto_picks_k_per_row_within_the_batchs_width():
