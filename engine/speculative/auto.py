@@ -21,8 +21,7 @@ DEFAULT_PRIOR_ACCEPTANCE = 0.6
 DEFAULT_PRIOR_TRIALS = 2.0  # the prior's weight, in trials
 DEFAULT_DECAY = 0.8  # weight of the past in the acceptance counts
 DEFAULT_WINDOW = 8  # timings kept per (batch, width)
-DEFAULT_PROBE_EVERY = 32  # plain rounds before trying speculation again (more where dear)
-DEFAULT_PROBE_K = 4  # a probe drafts this deep: it measures a wide round, not only width 2
+DEFAULT_PROBE_EVERY = 32  # plain rounds before trying speculation again
 # the verify widths auto chooses from: each new width is a new shape to build (on CUDA a graph
 # and kernels, 5x a step and more) and to measure before its cost is known; with every width
 # up to 17 allowed, auto's rounds on the H200 were mostly first-time shapes (19-47 ms against
@@ -166,13 +165,11 @@ class AutoPolicy:
                 best_ks, best = ks, gain
         if not any(best_ks):
             self.idle_rounds += 1
-            # probe (acceptance or costs may have changed), spending at most about one round's
-            # worth in DEFAULT_PROBE_EVERY on it
-            probe_k = min(DEFAULT_PROBE_K, k_max)
-            extra = self.costs.relative(batch, max(probe_k + 1, free_width)) - 1.0
-            if self.idle_rounds >= DEFAULT_PROBE_EVERY * max(1.0, extra):
+            if self.idle_rounds >= DEFAULT_PROBE_EVERY:
                 self.idle_rounds = 0
-                return [probe_k] * len(rates)
+                # probe: acceptance or costs may have changed. One draft each, cheap where a
+                # round's fixed cost is small; the acceptance it measures then widens the rounds
+                return [1] * len(rates)
         else:
             self.idle_rounds = 0
         return best_ks
