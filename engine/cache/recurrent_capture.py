@@ -3,22 +3,26 @@ draft get their state recomputed from it instead of feeding their kept tokens ag
 
 Gated-delta layers (Qwen3.5 / Qwen3.6, Qwen3-Next and the rest that call mlx-lm's
 `gated_delta_update`), Mamba 2 layers (`ssm_update`: Mamba 2, Nemotron-H, Granite 4 hybrids,
-Falcon-H1, ...) and Mamba 1 blocks (`_process_sequence`: Mamba, Falcon-Mamba, Jamba) hold the
-convolutions' last inputs and the recurrence's state; LFM2's short convs hold only the former.
-During a captured forward every `nn.Conv1d` input and every recurrence call is recorded;
-afterwards (engine/cache/recurrent.py, `RecomputePlan`) a short row's convolution state is the
-window of its captured input that ends at its last kept position (the gather the layer itself
-does for a row with `lengths`), and its recurrence state is the same function run again from the
-state before the forward over the kept positions only (a mask). One recurrence call per layer
-over at most k+1 positions replaces a second pass of every kept token through the whole model.
-Layers that ignore `lengths` (Mamba 1, Jamba, Nemotron-H, OLMo hybrid) take a padded row's
-padding into its state; recomputing every padded row undoes that, which is what lets such models
-speculate (engine/core/batch_check.py, `recompute_undoes_padding`). Models whose layers do not
-fit this shape keep the replay, or are refused speculation where padding would enter their state.
+Falcon-H1, ...), Mamba 1 blocks (`_process_sequence`: Mamba, Falcon-Mamba, Jamba) and
+RecurrentGemma's (its own conv, `rnn_scan`) hold the convolutions' last inputs and the
+recurrence's state; LFM2's short convs hold only the former; RWKV 7 holds the last input of its
+two token shifts and the state of `_wkv7`. During a captured forward every conv input (a token
+shift's is its state and its input: a conv of width one) and every recurrence call is recorded
+(engine/cache/recurrent_calls.py); afterwards (engine/cache/recurrent.py, `RecomputePlan`) a
+short row's convolution state is the window of its captured input that ends at its last kept
+position (the gather the layer itself does for a row with `lengths`), and its recurrence state
+is the same function run again from the state before the forward over the kept positions only.
+One recurrence call per layer over at most k+1 positions replaces a second pass of every kept
+token through the whole model. Layers that ignore `lengths` (Mamba 1, Jamba, Nemotron-H, OLMo
+hybrid, RWKV 7, RecurrentGemma) take a padded row's padding into its state; recomputing every
+padded row undoes that, which is what lets such models speculate (engine/core/batch_check.py,
+`padding_check`). Models whose layers do not fit this shape keep the replay, or are refused
+speculation where padding would enter their state.
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
 import os
 import sys
@@ -30,78 +34,17 @@ from typing import Any
 import mlx.core as mx
 import mlx.nn as nn
 
+from engine.cache.recurrent_calls import BlockCall, Call, PrefixCall, RecurrenceCall, ScanCall
+
 REPLAY_ENV = "TANDEM_RECURRENT_REPLAY"  # "1": always replay kept tokens (A/B runs)
 RECURRENCE_FUNCTIONS = ("gated_delta_update", "ssm_update")  # Qwen3.5 & co.; Mamba 2 & co.
 # Mamba 1 blocks: (module, class, whether its `ssm_step` takes one token or the whole sequence)
 RECURRENCE_BLOCKS = (("mamba", "MambaBlock", True), ("jamba", "JambaMambaMixer", False))
+SCAN_FUNCTIONS = (("recurrent_gemma", "rnn_scan"),)  # (module, function(x, a, h0))
+PREFIX_METHODS = (("rwkv7", "Rwkv7TimeMixing", "_wkv7"),)  # (module, class, method)
+# layers of their own whose state is their last inputs: (module, class); __call__(x, state)
+STATE_WINDOWS = (("recurrent_gemma", "Conv1d"), ("rwkv7", "TokenShift"))
 _MODEL_PACKAGE = "mlx_lm.models."
-
-
-@dataclass
-class RecurrenceCall:
-    """One call of a recurrence function during a captured forward, with its arguments."""
-
-    fn: Callable[..., tuple[mx.array, mx.array]]
-    arguments: inspect.BoundArguments
-
-    @property
-    def state(self) -> Any:
-        return self.arguments.arguments.get("state")
-
-    @property
-    def mask(self) -> Any:
-        return self.arguments.arguments.get("mask")
-
-    @property
-    def width(self) -> int:
-        return self.arguments.args[0].shape[1]
-
-    def rerun(self, state: mx.array, mask: mx.array, lengths: mx.array) -> mx.array:
-        """The state after running the same inputs from `state` over each row's first
-        lengths[i] positions (`mask`: those positions)."""
-        arguments = dict(self.arguments.arguments)
-        arguments["state"], arguments["mask"] = state, mask
-        if "lengths" in self.arguments.signature.parameters:  # ssm_update reads its state there
-            arguments["lengths"] = lengths
-        bound = inspect.BoundArguments(self.arguments.signature, arguments)  # type: ignore[arg-type]
-        return self.fn(*bound.args, **bound.kwargs)[1]
-
-
-@dataclass
-class BlockCall:
-    """One Mamba 1 mixer run (Mamba, Falcon-Mamba, Jamba) during a captured forward: its input
-    (before the in-projection) and its conv and SSM state from before the forward."""
-
-    block: Any
-    x: mx.array
-    conv_state: mx.array
-    state: mx.array
-    per_token: bool  # Mamba's `ssm_step` takes one token; Jamba's the whole sequence
-    mask: Any = None
-
-    @property
-    def width(self) -> int:
-        return self.x.shape[1]
-
-    def rerun(self, state: mx.array, mask: mx.array, lengths: mx.array) -> mx.array:
-        """The state after each row's first lengths[i] positions (`mask`: those positions):
-        the block's own steps again over the same inputs, a position kept only where masked."""
-        block = self.block
-        x, _ = block.in_proj(self.x).split(indices_or_sections=2, axis=-1)
-        u = nn.silu(block.conv1d(mx.concatenate([self.conv_state, x], axis=1)))
-        A = -mx.exp(block.A_log)
-        keep_shape = (-1,) + (1,) * (state.ndim - 1)
-        if self.per_token:
-            for t in range(u.shape[1]):
-                _, new = block.ssm_step(u[:, t], A, state)
-                state = mx.where(mask[:, t].reshape(keep_shape), new, state)
-            return state
-        # it returns only the last position's state: one run per length a row may keep
-        out = state
-        for n in range(1, u.shape[1] + 1):
-            _, new = block.ssm_step(u[:, :n], A, state)
-            out = mx.where((lengths == n).reshape(keep_shape), new, out)
-        return out
 
 
 @dataclass
@@ -109,7 +52,7 @@ class ForwardCapture:
     """Every conv input and recurrence call of one forward, in the order the layers ran."""
 
     conv_inputs: list[mx.array] = field(default_factory=list)
-    calls: list[RecurrenceCall | BlockCall] = field(default_factory=list)
+    calls: list[Call] = field(default_factory=list)
 
 
 _active: ForwardCapture | None = None  # set on the MLX thread around one forward only
@@ -142,17 +85,31 @@ def install() -> None:
     for name, module in list(sys.modules.items()):
         if not name.startswith(_MODEL_PACKAGE) or module is None:
             continue
+        short = name[len(_MODEL_PACKAGE) :]
         for fn_name in RECURRENCE_FUNCTIONS:
             fn = getattr(module, fn_name, None)
             if callable(fn) and not getattr(fn, "tandem_capture", False):
                 setattr(module, fn_name, _call_hook(fn))
+        for module_name, fn_name in SCAN_FUNCTIONS:
+            fn = getattr(module, fn_name, None) if short == module_name else None
+            if callable(fn) and not getattr(fn, "tandem_capture", False):
+                setattr(module, fn_name, _scan_hook(fn))
         for module_name, class_name, per_token in RECURRENCE_BLOCKS:
-            if name != _MODEL_PACKAGE + module_name:
-                continue
-            block = getattr(module, class_name, None)
-            method = getattr(block, "_process_sequence", None)
-            if method is not None and not getattr(method, "tandem_capture", False):
-                block._process_sequence = _block_hook(method, per_token=per_token)
+            if short == module_name:
+                _hook_method(module, class_name, "_process_sequence", _block_hook, per_token)
+        for module_name, class_name, method_name in PREFIX_METHODS:
+            if short == module_name:
+                _hook_method(module, class_name, method_name, _prefix_hook)
+        for module_name, class_name in STATE_WINDOWS:
+            if short == module_name:
+                _hook_method(module, class_name, "__call__", _window_hook)
+
+
+def _hook_method(module: Any, class_name: str, method_name: str, hook: Any, *extra: Any) -> None:
+    cls = getattr(module, class_name, None)
+    method = getattr(cls, method_name, None)
+    if method is not None and not getattr(method, "tandem_capture", False):
+        setattr(cls, method_name, hook(method, *extra))
 
 
 def _conv_hook(original: Callable[..., mx.array]) -> Callable[..., mx.array]:
@@ -161,9 +118,7 @@ def _conv_hook(original: Callable[..., mx.array]) -> Callable[..., mx.array]:
             _active.conv_inputs.append(x)
         return original(self, x)
 
-    __call__.tandem_capture = True  # type: ignore[attr-defined]
-    __call__.__wrapped__ = original  # type: ignore[attr-defined]
-    return __call__
+    return _mark(__call__, original)
 
 
 def _call_hook(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -174,17 +129,67 @@ def _call_hook(original: Callable[..., Any]) -> Callable[..., Any]:
             _active.calls.append(RecurrenceCall(original, signature.bind(*args, **kwargs)))
         return original(*args, **kwargs)
 
-    hooked.tandem_capture = True  # type: ignore[attr-defined]
-    hooked.__wrapped__ = original  # type: ignore[attr-defined]
-    return hooked
+    return _mark(hooked, original)
 
 
-def _block_hook(original: Callable[..., Any], *, per_token: bool) -> Callable[..., Any]:
+def _block_hook(original: Callable[..., Any], per_token: bool) -> Callable[..., Any]:
     def _process_sequence(self: Any, x: mx.array, conv_cache: Any, state_cache: Any) -> Any:
         if _active is not None and conv_cache is not None and state_cache is not None:
             _active.calls.append(BlockCall(self, x, conv_cache, state_cache, per_token))
         return original(self, x, conv_cache, state_cache)
 
-    _process_sequence.tandem_capture = True  # type: ignore[attr-defined]
-    _process_sequence.__wrapped__ = original  # type: ignore[attr-defined]
-    return _process_sequence
+    return _mark(_process_sequence, original)
+
+
+def _scan_hook(original: Callable[..., Any]) -> Callable[..., Any]:
+    signature = inspect.signature(original)
+
+    def hooked(*args: Any, **kwargs: Any) -> Any:
+        if _active is not None:
+            x, a, h0 = _arguments(signature, *args, **kwargs)
+            if h0 is not None:
+                _active.calls.append(ScanCall(x, a, h0))
+        return original(*args, **kwargs)
+
+    return _mark(hooked, original)
+
+
+def _prefix_hook(original: Callable[..., Any]) -> Callable[..., Any]:
+    signature = inspect.signature(original)
+
+    def hooked(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if _active is not None:
+            *inputs, state = _arguments(signature, self, *args, **kwargs)
+            if state is not None:
+                bound = functools.partial(original, self)
+                _active.calls.append(PrefixCall(bound, tuple(inputs[1:]), state))
+        return original(self, *args, **kwargs)
+
+    return _mark(hooked, original)
+
+
+def _window_hook(original: Callable[..., Any]) -> Callable[..., Any]:
+    """A layer whose state is its last inputs records its state followed by its input: the conv
+    input of a conv with no weights, which the recompute slices like any other."""
+    signature = inspect.signature(original)
+
+    def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if _active is not None:
+            _, x, state = _arguments(signature, self, *args, **kwargs)[:3]
+            if state is not None:
+                _active.conv_inputs.append(mx.concatenate([state, x], axis=1))
+        return original(self, *args, **kwargs)
+
+    return _mark(__call__, original)
+
+
+def _arguments(signature: inspect.Signature, *args: Any, **kwargs: Any) -> list[Any]:
+    bound = signature.bind(*args, **kwargs)
+    bound.apply_defaults()
+    return list(bound.arguments.values())
+
+
+def _mark(hook: Callable[..., Any], original: Callable[..., Any]) -> Callable[..., Any]:
+    hook.tandem_capture = True  # type: ignore[attr-defined]
+    hook.__wrapped__ = original  # type: ignore[attr-defined]
+    return hook

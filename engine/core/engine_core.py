@@ -21,9 +21,11 @@ from engine.core.batch_check import (
 )
 from engine.core.executor import ModelExecutor
 from engine.core.scheduler import Scheduler
+from engine.device import on_cuda
 from engine.hidden import attach
 from engine.hosting.memory_budget import held_bytes
 from engine.requests import Event, GenerationRequest, SpecMethod
+from engine.speculative.auto import AutoPolicy
 from engine.speculative.drafter import Drafter
 from engine.speculative.eagle_drafter import EAGLE_DRAFTER, HEAD_LABEL, eagle_drafter_for
 from engine.speculative.mtp.loading import mtp_drafter_for, mtp_weights_for
@@ -43,7 +45,7 @@ class EngineCore:
             log.warning("%s runs one request at a time: %s", target.info.name, problem)
             target.info.batching_note = f"runs one request at a time: {problem}"
             config = dataclasses.replace(config, max_batch=1)
-        self.policy = SpeculationPolicy()
+        self.policy = SpeculationPolicy(auto=AutoPolicy(few_widths=on_cuda()))
         # verify rounds can still pad a model whose layers take padding into their state
         # where every padded row's state is recomputed after the forward
         padding, recomputed = padding_check(target.model)

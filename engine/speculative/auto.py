@@ -22,11 +22,12 @@ DEFAULT_PRIOR_TRIALS = 2.0  # the prior's weight, in trials
 DEFAULT_DECAY = 0.8  # weight of the past in the acceptance counts
 DEFAULT_WINDOW = 8  # timings kept per (batch, width)
 DEFAULT_PROBE_EVERY = 32  # plain rounds before trying speculation again
-# the verify widths auto chooses from: each new width is a new shape to build (on CUDA a graph
-# and kernels, 5x a step and more) and to measure before its cost is known; with every width
-# up to 17 allowed, auto's rounds on the H200 were mostly first-time shapes (19-47 ms against
-# 5-6 ms for fixed lookup's width 5) and it judged speculation a loss
-DEFAULT_WIDTHS = (2, 3, 5, 9, 17)
+# where each new shape is dear (CUDA: a graph and kernels to build, 5x a step and more) auto
+# verifies at these widths only: with every width up to 17 allowed, its rounds on the H200 were
+# mostly first-time shapes (19-47 ms against 5-6 ms for fixed lookup's width 5) and it judged
+# speculation a loss. Elsewhere every width (on the CPU, capping a trained head's 3 drafts to
+# 2 cost a fifth of auto's gain at one chat).
+DEFAULT_FEW_WIDTHS = (2, 3, 5, 9, 17)
 DEFAULT_COST_SLOPE = 0.15  # extra cost per verified token until measured (CPU: 5 tokens 1.6x)
 MIN_GAIN = 1.03  # speculate only for a clear win
 DEFAULT_MIN_MARGINAL = 0.1  # a draft position kept less often than this is not proposed
@@ -143,8 +144,11 @@ def expected_tokens(rate: float, k: int) -> float:
 
 @dataclass
 class AutoPolicy:
+    """Chooses each auto row's k from the cost model and the rows' acceptance."""
+
     costs: CostModel = field(default_factory=CostModel)
     idle_rounds: int = 0
+    few_widths: bool = False  # verify at DEFAULT_FEW_WIDTHS only (on CUDA)
 
     def choose(self, rates: list[float], batch: int, k_max: int, free_width: int = 1) -> list[int]:
         """A k for each auto row of a batch; `free_width` is the width other rows force. The
@@ -154,10 +158,12 @@ class AutoPolicy:
             return []
         plain = len(rates) / self.costs.relative(batch, free_width)
         best_ks, best = [0] * len(rates), plain * MIN_GAIN
-        for width in (w for w in DEFAULT_WIDTHS if w <= k_max + 1):
+        widths = DEFAULT_FEW_WIDTHS if self.few_widths else range(2, k_max + 2)
+        for width in (w for w in widths if w <= k_max + 1):
             ks = [row_k(rate, width) for rate in rates]
-            widest = max((w for w in DEFAULT_WIDTHS if w <= max(ks) + 1), default=1)
-            ks = [min(k, widest - 1) for k in ks]  # the forward's width stays one of a few
+            if self.few_widths:  # the forward's width stays one of them
+                widest = max((w for w in widths if w <= max(ks) + 1), default=1)
+                ks = [min(k, widest - 1) for k in ks]
             used = max(max(ks) + 1, free_width)
             gain = sum(expected_tokens(r, k) for r, k in zip(rates, ks))
             gain /= self.costs.relative(batch, used)

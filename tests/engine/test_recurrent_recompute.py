@@ -63,7 +63,7 @@ def test_recomputed_state_equals_a_forward_over_the_kept_tokens(qwen3_next):
     "name",
     [
         "qwen3_5", "kimi_linear", "olmo_hybrid", "bailing_moe_v3", "mamba2", "nemotron_h",
-        "lfm2", "mamba", "jamba",
+        "lfm2", "mamba", "jamba", "rwkv7", "recurrent_gemma",
     ],
 )  # fmt: skip
 def test_recompute_equals_feeding_each_row_its_kept_tokens_alone(name):
@@ -167,7 +167,7 @@ def test_a_reply_that_ends_inside_its_draft_is_stored_whole(qwen3_next, stop_at,
     "name",
     [
         "mamba2", "granitemoehybrid", "falcon_h1", "plamo2", "lfm2", "kimi_linear",
-        "nemotron_h", "olmo_hybrid", "mamba", "jamba",
+        "nemotron_h", "olmo_hybrid", "mamba", "jamba", "rwkv7", "recurrent_gemma",
     ],
 )  # fmt: skip
 def test_recompute_is_exact_across_families(name, tmp_path, monkeypatch):
@@ -200,12 +200,12 @@ def test_a_model_that_masks_padding_has_no_problem_to_undo():
 @pytest.mark.parametrize(
     ("name", "undone"),
     [("mamba", True), ("jamba", True), ("nemotron_h", True), ("olmo_hybrid", True),
-     ("rwkv7", False), ("recurrent_gemma", False)],
+     ("rwkv7", True), ("recurrent_gemma", True)],
 )  # fmt: skip
 def test_padding_in_the_state_is_undone_by_recompute_where_the_capture_fits(name, undone):
     """Layers that ignore `lengths` take a padded row's padding into its state; recomputing
     every padded row undoes it where the capture describes the layers (then such a model
-    speculates; RWKV 7's and RecurrentGemma's it does not describe, so they stay refused)."""
+    speculates; RWKV 7's token shifts and `_wkv7`, RecurrentGemma's conv and `rnn_scan` too)."""
     from engine.core.batch_check import padding_check, padding_problem, recompute_undoes_padding
 
     model, _ = build_model(BY_NAME[name])

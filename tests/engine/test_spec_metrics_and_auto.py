@@ -11,8 +11,8 @@ from engine.core.request_state import RequestState
 from engine.requests import GenerationRequest, SpecMethod, SpecStats, SpeculativeParams
 from engine.sampling import RowSampler
 from engine.speculative.auto import (
+    DEFAULT_FEW_WIDTHS,
     DEFAULT_PROBE_EVERY,
-    DEFAULT_WIDTHS,
     DEFAULT_WINDOW,
     AutoPolicy,
     CostModel,
@@ -156,13 +156,17 @@ def test_auto_drafts_when_acceptance_pays_and_stops_when_it_loses():
     assert expensive.choose([0.7], batch=1, k_max=16) == [0]
 
 
-def test_auto_verifies_at_one_of_a_few_widths_only():
-    """Each new width is a new shape to build and measure: auto keeps to a few."""
-    policy = AutoPolicy()
+def test_auto_verifies_at_one_of_a_few_widths_where_shapes_are_dear():
+    """On CUDA each new width is a new shape to build and measure: auto keeps to a few there,
+    and uses every width elsewhere."""
+    anywhere = AutoPolicy()
+    measure(anywhere.costs, 2, {w: 0.010 * (1 + 0.05 * (w - 1)) for w in range(1, 18)})
+    assert anywhere.choose([0.55, 0.55], batch=2, k_max=16) == [3, 3]  # width 4
+    policy = AutoPolicy(few_widths=True)
     measure(policy.costs, 2, {w: 0.010 * (1 + 0.05 * (w - 1)) for w in range(1, 18)})
     for rates in ([0.5, 0.3], [0.7, 0.2], [0.8, 0.8], [0.99, 0.1], [0.6, 0.6]):
         ks = policy.choose(rates, batch=2, k_max=16)
-        assert max(ks) + 1 in (1, *DEFAULT_WIDTHS), (rates, ks)
+        assert max(ks) + 1 in (1, *DEFAULT_FEW_WIDTHS), (rates, ks)
     assert policy.choose([0.99, 0.99], batch=2, k_max=16) == [16, 16]
     assert max(policy.choose([0.99], batch=2, k_max=6)) == 4  # widest allowed under 7: 5
 
