@@ -45,6 +45,7 @@ class CostModel:
     # where the rounds that followed took 10 ms). A lasting change shows once the window has
     # moved past the older timings.
     samples: dict[tuple[int, int], deque[float]] = field(default_factory=dict)
+    seconds: dict[tuple[int, int], float] = field(default_factory=dict)  # each shape's cost
     # each shape's first timing is left out altogether: it pays for building the shape
     _first_seen: set[tuple[int, int]] = field(default_factory=set)
 
@@ -53,12 +54,9 @@ class CostModel:
         if key not in self._first_seen:
             self._first_seen.add(key)
             return
-        self.samples.setdefault(key, deque(maxlen=DEFAULT_WINDOW)).append(seconds)
-
-    @property
-    def seconds(self) -> dict[tuple[int, int], float]:
-        """Each measured shape's cost."""
-        return {key: min(window) for key, window in self.samples.items() if window}
+        window = self.samples.setdefault(key, deque(maxlen=DEFAULT_WINDOW))
+        window.append(seconds)
+        self.seconds[key] = min(window)
 
     def relative(self, batch: int, width: int) -> float:
         """cost(batch, width) / cost(batch, 1). The widths measured at this batch size price
