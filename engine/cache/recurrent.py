@@ -20,7 +20,7 @@ import mlx.core as mx
 from mlx_lm.models.cache import ArraysCache
 
 from engine.cache.cache_list import leaves
-from engine.cache.recurrent_capture import ForwardCapture
+from engine.cache.recurrent_capture import ForwardCapture, Window
 
 
 def is_recurrent(layer: Any) -> bool:
@@ -109,7 +109,8 @@ def _put_rows(layer: ArraysCache, slot: int, back: mx.array, value: mx.array) ->
     layer.cache[slot] = mx.where(mask, value, current)
 
 
-LayerPlan = tuple[ArraysCache, int | None, Any, list[tuple[int, mx.array]]]
+# (layer, its recurrence's slot, the call, [(slot, conv input, its time axis)])
+LayerPlan = tuple[ArraysCache, int | None, Any, list[tuple[int, mx.array, int]]]
 _checked: dict[tuple, bool] = {}  # layer layouts whose pairing was checked once, and the answer
 
 
@@ -143,17 +144,21 @@ class RecomputePlan:
                 if state_slot is not None:
                     call = calls.pop(0)
                     widths.add(call.width)
+                    rows.add(before[state_slot].shape[0])
             convs = []
             for slot in (j for j in range(len(before)) if j != state_slot):
-                old, conv_input = before[slot], next(inputs, None)
-                if old is None or conv_input is None or old.ndim != 3 or conv_input.ndim != 3:
+                old, entry = before[slot], next(inputs, None)
+                conv_input, axis = (
+                    (entry.values, entry.axis) if isinstance(entry, Window) else (entry, 1)
+                )
+                if old is None or conv_input is None or old.ndim < 3 or conv_input.ndim != old.ndim:
                     return None
-                batch, n_keep, channels = old.shape
-                if conv_input.shape[0] != batch or conv_input.shape[2] != channels:
+                other = [d for d in range(old.ndim) if d != axis]
+                if [conv_input.shape[d] for d in other] != [old.shape[d] for d in other]:
                     return None
-                widths.add(conv_input.shape[1] - n_keep)
-                rows.add(batch)
-                convs.append((slot, conv_input))
+                widths.add(conv_input.shape[axis] - old.shape[axis])
+                rows.add(old.shape[0])
+                convs.append((slot, conv_input, axis))
             plan.append((layer, state_slot, call, convs))
         if calls or next(inputs, None) is not None or len(widths) != 1 or len(rows) != 1:
             return None
@@ -172,11 +177,13 @@ class RecomputePlan:
             if call is not None:  # call.state: the array from before the forward
                 mask = keep if call.mask is None else call.mask & keep
                 arrays[state_slot] = call.rerun(call.state, mask, ends)
-            for slot, conv_input in convs:
-                n_keep = conv_input.shape[1] - self.width
+            for slot, conv_input, axis in convs:
+                n_keep = conv_input.shape[axis] - self.width
                 # the window the layer itself keeps for a row fed `kept` tokens (`lengths`)
-                positions = (mx.clip(ends, 0, self.width)[:, None] + mx.arange(n_keep))[..., None]
-                arrays[slot] = mx.take_along_axis(conv_input, positions, axis=1)
+                positions = mx.clip(ends, 0, self.width)[:, None] + mx.arange(n_keep)
+                shape = [positions.shape[0]] + [1] * (conv_input.ndim - 1)
+                shape[axis] = n_keep
+                arrays[slot] = mx.take_along_axis(conv_input, positions.reshape(shape), axis=axis)
             out.append(arrays)
         return out
 
@@ -186,14 +193,17 @@ def _pairing_holds(layers: list[tuple[ArraysCache, list[Any]]], plan: list[Layer
     input is that array followed by the new inputs), so a model whose convs run in another
     order than its arrays is refused, never given the wrong state."""
     key = tuple(
-        (len(before), state_slot, tuple((s, before[s].shape[1:]) for s, _ in convs))
+        (len(before), state_slot, tuple((s, before[s].shape[1:], a) for s, _, a in convs))
         for (_, before), (_, state_slot, _, convs) in zip(layers, plan)
     )
     if key not in _checked:
         checks = [
-            mx.array_equal(conv_input[:, : before[slot].shape[1]], before[slot])
+            mx.array_equal(
+                conv_input[(slice(None),) * axis + (slice(0, before[slot].shape[axis]),)],
+                before[slot],
+            )
             for (_, before), (_, _, _, convs) in zip(layers, plan)
-            for slot, conv_input in convs
+            for slot, conv_input, axis in convs
         ]
         _checked[key] = bool(mx.all(mx.stack(checks)).item()) if checks else True
     return _checked[key]

@@ -129,4 +129,35 @@ class PrefixCall:
         return out
 
 
-Call = RecurrenceCall | BlockCall | ScanCall | PrefixCall
+@dataclass
+class GlaCall:
+    """One gated linear attention recurrence over axis 2 (Bailing linear's
+    `recurrent_gla(q, k, v, g, scale, h)`: h_t = h_(t-1) * exp(g) + k_t^T v_t)."""
+
+    k: mx.array  # [B, H, T, K]
+    v: mx.array  # [B, H, T, V]
+    g: mx.array  # [H]
+    dtype: mx.Dtype  # the queries' (the decay is cast to it)
+    state: mx.array  # [B, H, K, V]
+    mask: Any = None
+
+    @classmethod
+    def recorded(cls, q: mx.array, k: mx.array, v: mx.array, g: mx.array, scale: float, h: Any):
+        """The call to record for these arguments (None without a state: not a verify)."""
+        return None if h is None else cls(k, v, g, q.dtype, h)
+
+    @property
+    def width(self) -> int:
+        return self.k.shape[2]
+
+    def rerun(self, state: mx.array, mask: mx.array, lengths: mx.array) -> mx.array:
+        """The same steps (the function's own arithmetic), a position kept only where masked."""
+        decay = mx.exp(self.g)[:, None, None].astype(self.dtype)
+        for t in range(self.width):
+            k_t, v_t = self.k[:, :, t : t + 1], self.v[:, :, t : t + 1]
+            new = state * decay + k_t.transpose(0, 1, 3, 2) @ v_t
+            state = mx.where(mask[:, t].reshape(-1, 1, 1, 1), new, state)
+        return state
+
+
+Call = RecurrenceCall | BlockCall | ScanCall | PrefixCall | GlaCall

@@ -34,24 +34,52 @@ from typing import Any
 import mlx.core as mx
 import mlx.nn as nn
 
-from engine.cache.recurrent_calls import BlockCall, Call, PrefixCall, RecurrenceCall, ScanCall
+from engine.cache.recurrent_calls import (
+    BlockCall,
+    Call,
+    GlaCall,
+    PrefixCall,
+    RecurrenceCall,
+    ScanCall,
+)
 
 REPLAY_ENV = "TANDEM_RECURRENT_REPLAY"  # "1": always replay kept tokens (A/B runs)
 RECURRENCE_FUNCTIONS = ("gated_delta_update", "ssm_update")  # Qwen3.5 & co.; Mamba 2 & co.
 # Mamba 1 blocks: (module, class, whether its `ssm_step` takes one token or the whole sequence)
 RECURRENCE_BLOCKS = (("mamba", "MambaBlock", True), ("jamba", "JambaMambaMixer", False))
-SCAN_FUNCTIONS = (("recurrent_gemma", "rnn_scan"),)  # (module, function(x, a, h0))
+# module-level scans, each recorded as its call kind from its arguments (None: not recorded)
+SCAN_FUNCTIONS: tuple[tuple[str, str, Callable[..., Call | None]], ...] = (
+    (
+        "recurrent_gemma",
+        "rnn_scan",
+        lambda x, a, h0: ScanCall(x, a, h0) if h0 is not None else None,
+    ),
+    ("bailing_moe_linear", "recurrent_gla", GlaCall.recorded),
+)
 PREFIX_METHODS = (("rwkv7", "Rwkv7TimeMixing", "_wkv7"),)  # (module, class, method)
-# layers of their own whose state is their last inputs: (module, class); __call__(x, state)
-STATE_WINDOWS = (("recurrent_gemma", "Conv1d"), ("rwkv7", "TokenShift"))
+# layers whose state is their last inputs: (module, class, method, its input and state
+# arguments, their time axis)
+STATE_WINDOWS = (
+    ("recurrent_gemma", "Conv1d", "__call__", "x", "cache", 1),
+    ("rwkv7", "TokenShift", "__call__", "x", "state", 1),
+    ("baichuan_m1", "Attention", "_custom_convolution", "u", "state", 2),  # k and v: [B, H, L, D]
+)
 _MODEL_PACKAGE = "mlx_lm.models."
+
+
+@dataclass
+class Window:
+    """A conv input whose time axis is not axis 1: the state followed by the new inputs."""
+
+    values: mx.array
+    axis: int
 
 
 @dataclass
 class ForwardCapture:
     """Every conv input and recurrence call of one forward, in the order the layers ran."""
 
-    conv_inputs: list[mx.array] = field(default_factory=list)
+    conv_inputs: list[mx.array | Window] = field(default_factory=list)
     calls: list[Call] = field(default_factory=list)
 
 
@@ -90,19 +118,19 @@ def install() -> None:
             fn = getattr(module, fn_name, None)
             if callable(fn) and not getattr(fn, "tandem_capture", False):
                 setattr(module, fn_name, _call_hook(fn))
-        for module_name, fn_name in SCAN_FUNCTIONS:
+        for module_name, fn_name, record in SCAN_FUNCTIONS:
             fn = getattr(module, fn_name, None) if short == module_name else None
             if callable(fn) and not getattr(fn, "tandem_capture", False):
-                setattr(module, fn_name, _scan_hook(fn))
+                setattr(module, fn_name, _scan_hook(fn, record))
         for module_name, class_name, per_token in RECURRENCE_BLOCKS:
             if short == module_name:
                 _hook_method(module, class_name, "_process_sequence", _block_hook, per_token)
         for module_name, class_name, method_name in PREFIX_METHODS:
             if short == module_name:
                 _hook_method(module, class_name, method_name, _prefix_hook)
-        for module_name, class_name in STATE_WINDOWS:
+        for module_name, class_name, method_name, *window in STATE_WINDOWS:
             if short == module_name:
-                _hook_method(module, class_name, "__call__", _window_hook)
+                _hook_method(module, class_name, method_name, _window_hook, *window)
 
 
 def _hook_method(module: Any, class_name: str, method_name: str, hook: Any, *extra: Any) -> None:
@@ -141,14 +169,16 @@ def _block_hook(original: Callable[..., Any], per_token: bool) -> Callable[..., 
     return _mark(_process_sequence, original)
 
 
-def _scan_hook(original: Callable[..., Any]) -> Callable[..., Any]:
+def _scan_hook(
+    original: Callable[..., Any], record: Callable[..., Call | None]
+) -> Callable[..., Any]:
     signature = inspect.signature(original)
 
     def hooked(*args: Any, **kwargs: Any) -> Any:
         if _active is not None:
-            x, a, h0 = _arguments(signature, *args, **kwargs)
-            if h0 is not None:
-                _active.calls.append(ScanCall(x, a, h0))
+            call = record(*_arguments(signature, *args, **kwargs))
+            if call is not None:
+                _active.calls.append(call)
         return original(*args, **kwargs)
 
     return _mark(hooked, original)
@@ -168,19 +198,24 @@ def _prefix_hook(original: Callable[..., Any]) -> Callable[..., Any]:
     return _mark(hooked, original)
 
 
-def _window_hook(original: Callable[..., Any]) -> Callable[..., Any]:
+def _window_hook(
+    original: Callable[..., Any], input_name: str, state_name: str, axis: int
+) -> Callable[..., Any]:
     """A layer whose state is its last inputs records its state followed by its input: the conv
     input of a conv with no weights, which the recompute slices like any other."""
     signature = inspect.signature(original)
 
-    def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
+    def hooked(self: Any, *args: Any, **kwargs: Any) -> Any:
         if _active is not None:
-            _, x, state = _arguments(signature, self, *args, **kwargs)[:3]
+            bound = signature.bind(self, *args, **kwargs)
+            bound.apply_defaults()
+            x, state = bound.arguments[input_name], bound.arguments[state_name]
             if state is not None:
-                _active.conv_inputs.append(mx.concatenate([state, x], axis=1))
+                values = mx.concatenate([state, x], axis=axis)
+                _active.conv_inputs.append(values if axis == 1 else Window(values, axis))
         return original(self, *args, **kwargs)
 
-    return _mark(__call__, original)
+    return _mark(hooked, original)
 
 
 def _arguments(signature: inspect.Signature, *args: Any, **kwargs: Any) -> list[Any]:

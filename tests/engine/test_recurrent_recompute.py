@@ -13,7 +13,8 @@ from mlx_lm.utils import load
 
 from engine.cache import recurrent_capture
 from engine.cache.batch_rows import merge_row_caches
-from engine.cache.recurrent import RecurrentSnapshot, set_lengths
+from engine.cache.cache_list import leaves
+from engine.cache.recurrent import RecurrentSnapshot, is_recurrent, set_lengths
 from engine.requests import SpeculativeParams
 from tests.architectures.build import build_model
 from tests.architectures.catalog import BY_NAME
@@ -35,7 +36,7 @@ def _batch(model, prompts):
 
 
 def _recurrent_arrays(cache):
-    return [a for c in cache if hasattr(c, "cache") for a in c.cache]
+    return [a for c in leaves(cache) if is_recurrent(c) for a in c.cache]
 
 
 def test_recomputed_state_equals_a_forward_over_the_kept_tokens(qwen3_next):
@@ -63,7 +64,8 @@ def test_recomputed_state_equals_a_forward_over_the_kept_tokens(qwen3_next):
     "name",
     [
         "qwen3_5", "kimi_linear", "olmo_hybrid", "bailing_moe_v3", "mamba2", "nemotron_h",
-        "lfm2", "mamba", "jamba", "rwkv7", "recurrent_gemma",
+        "lfm2", "mamba", "jamba", "rwkv7", "recurrent_gemma", "bailing_moe_linear",
+        "baichuan_m1",
     ],
 )  # fmt: skip
 def test_recompute_equals_feeding_each_row_its_kept_tokens_alone(name):
@@ -82,8 +84,9 @@ def test_recompute_equals_feeding_each_row_its_kept_tokens_alone(name):
     assert snapshot.recompute_rows(capture, kept, [k < 5 for k in kept])
     for i, (prompt, fed, k) in enumerate(zip(prompts, FED, kept)):
         alone = prefill(model, prompt + fed[:k])
-        got = [a[i : i + 1] for c in cache if hasattr(c, "cache") for a in c.cache]
+        got = [a[i : i + 1] for a in _recurrent_arrays(cache)]
         want = _recurrent_arrays(alone)
+        assert len(got) == len(want) > 0
         for a, b in zip(got, want):
             scale = max(1.0, mx.abs(b).max().item())  # Mamba 1's random states reach 1e3
             assert mx.allclose(a, b, atol=1e-4 * scale, rtol=1e-4).item(), (name, i)
@@ -168,6 +171,7 @@ def test_a_reply_that_ends_inside_its_draft_is_stored_whole(qwen3_next, stop_at,
     [
         "mamba2", "granitemoehybrid", "falcon_h1", "plamo2", "lfm2", "kimi_linear",
         "nemotron_h", "olmo_hybrid", "mamba", "jamba", "rwkv7", "recurrent_gemma",
+        "bailing_moe_linear", "baichuan_m1",
     ],
 )  # fmt: skip
 def test_recompute_is_exact_across_families(name, tmp_path, monkeypatch):
@@ -200,12 +204,14 @@ def test_a_model_that_masks_padding_has_no_problem_to_undo():
 @pytest.mark.parametrize(
     ("name", "undone"),
     [("mamba", True), ("jamba", True), ("nemotron_h", True), ("olmo_hybrid", True),
-     ("rwkv7", True), ("recurrent_gemma", True)],
+     ("rwkv7", True), ("recurrent_gemma", True), ("bailing_moe_linear", True),
+     ("baichuan_m1", True)],
 )  # fmt: skip
 def test_padding_in_the_state_is_undone_by_recompute_where_the_capture_fits(name, undone):
     """Layers that ignore `lengths` take a padded row's padding into its state; recomputing
     every padded row undoes it where the capture describes the layers (then such a model
-    speculates; RWKV 7's token shifts and `_wkv7`, RecurrentGemma's conv and `rnn_scan` too)."""
+    speculates; RWKV 7's token shifts and `_wkv7`, RecurrentGemma's conv and `rnn_scan`,
+    Bailing linear's `recurrent_gla` and Baichuan-M1's k and v convolutions too)."""
     from engine.core.batch_check import padding_check, padding_problem, recompute_undoes_padding
 
     model, _ = build_model(BY_NAME[name])
