@@ -16,14 +16,17 @@ import mlx.nn as nn
 
 @dataclass
 class RecurrenceCall:
-    """One call of a recurrence function during a captured forward, with its arguments."""
+    """One call of a recurrence function during a captured forward, with its arguments; the
+    function takes its state and a mask of the positions to run as arguments."""
 
     fn: Callable[..., tuple[mx.array, mx.array]]
     arguments: inspect.BoundArguments
+    state_name: str = "state"  # the argument that holds the state before the call
+    time_axis: int = 1  # of its first input
 
     @property
     def state(self) -> Any:
-        return self.arguments.arguments.get("state")
+        return self.arguments.arguments.get(self.state_name)
 
     @property
     def mask(self) -> Any:
@@ -31,13 +34,13 @@ class RecurrenceCall:
 
     @property
     def width(self) -> int:
-        return self.arguments.args[0].shape[1]
+        return self.arguments.args[0].shape[self.time_axis]
 
     def rerun(self, state: mx.array, mask: mx.array, lengths: mx.array) -> mx.array:
         """The state after running the same inputs from `state` over each row's first
         lengths[i] positions (`mask`: those positions)."""
         arguments = dict(self.arguments.arguments)
-        arguments["state"], arguments["mask"] = state, mask
+        arguments[self.state_name], arguments["mask"] = state, mask
         if "lengths" in self.arguments.signature.parameters:  # ssm_update reads its state there
             arguments["lengths"] = lengths
         bound = inspect.BoundArguments(self.arguments.signature, arguments)  # type: ignore[arg-type]

@@ -45,6 +45,8 @@ from engine.cache.recurrent_calls import (
 
 REPLAY_ENV = "TANDEM_RECURRENT_REPLAY"  # "1": always replay kept tokens (A/B runs)
 RECURRENCE_FUNCTIONS = ("gated_delta_update", "ssm_update")  # Qwen3.5 & co.; Mamba 2 & co.
+# recurrences of one model that take a mask: (module, function, state argument, time axis)
+MODULE_RECURRENCES = (("bailing_hybrid", "recurrent_gla", "h", 2),)
 # Mamba 1 blocks: (module, class, whether its `ssm_step` takes one token or the whole sequence)
 RECURRENCE_BLOCKS = (("mamba", "MambaBlock", True), ("jamba", "JambaMambaMixer", False))
 # module-level scans, each recorded as its call kind from its arguments (None: not recorded)
@@ -118,6 +120,10 @@ def install() -> None:
             fn = getattr(module, fn_name, None)
             if callable(fn) and not getattr(fn, "tandem_capture", False):
                 setattr(module, fn_name, _call_hook(fn))
+        for module_name, fn_name, state_name, axis in MODULE_RECURRENCES:
+            fn = getattr(module, fn_name, None) if short == module_name else None
+            if callable(fn) and not getattr(fn, "tandem_capture", False):
+                setattr(module, fn_name, _call_hook(fn, state_name, axis))
         for module_name, fn_name, record in SCAN_FUNCTIONS:
             fn = getattr(module, fn_name, None) if short == module_name else None
             if callable(fn) and not getattr(fn, "tandem_capture", False):
@@ -149,12 +155,16 @@ def _conv_hook(original: Callable[..., mx.array]) -> Callable[..., mx.array]:
     return _mark(__call__, original)
 
 
-def _call_hook(original: Callable[..., Any]) -> Callable[..., Any]:
+def _call_hook(
+    original: Callable[..., Any], state_name: str = "state", axis: int = 1
+) -> Callable[..., Any]:
     signature = inspect.signature(original)
 
     def hooked(*args: Any, **kwargs: Any) -> Any:
         if _active is not None:
-            _active.calls.append(RecurrenceCall(original, signature.bind(*args, **kwargs)))
+            bound = signature.bind(*args, **kwargs)
+            if bound.arguments.get(state_name) is not None:
+                _active.calls.append(RecurrenceCall(original, bound, state_name, axis))
         return original(*args, **kwargs)
 
     return _mark(hooked, original)

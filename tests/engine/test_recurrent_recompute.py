@@ -65,7 +65,7 @@ def test_recomputed_state_equals_a_forward_over_the_kept_tokens(qwen3_next):
     [
         "qwen3_5", "kimi_linear", "olmo_hybrid", "bailing_moe_v3", "mamba2", "nemotron_h",
         "lfm2", "mamba", "jamba", "rwkv7", "recurrent_gemma", "bailing_moe_linear",
-        "baichuan_m1",
+        "baichuan_m1", "bailing_hybrid",
     ],
 )  # fmt: skip
 def test_recompute_equals_feeding_each_row_its_kept_tokens_alone(name):
@@ -171,7 +171,7 @@ def test_a_reply_that_ends_inside_its_draft_is_stored_whole(qwen3_next, stop_at,
     [
         "mamba2", "granitemoehybrid", "falcon_h1", "plamo2", "lfm2", "kimi_linear",
         "nemotron_h", "olmo_hybrid", "mamba", "jamba", "rwkv7", "recurrent_gemma",
-        "bailing_moe_linear", "baichuan_m1",
+        "bailing_moe_linear", "baichuan_m1", "bailing_hybrid",
     ],
 )  # fmt: skip
 def test_recompute_is_exact_across_families(name, tmp_path, monkeypatch):
