@@ -25,6 +25,7 @@ import mlx.core as mx
 from mlx_lm.models.cache import KVCache, RotatingKVCache, make_prompt_cache
 
 from engine.cache.batch_rows import merge_row_cache
+from engine.cache.cache_list import map_leaves
 from engine.cache.recurrent import RecurrentSnapshot, has_recurrent, set_lengths
 from engine.config import DEFAULT_PREFILL_CHUNK
 from engine.hosting.memory_budget import held_bytes
@@ -103,7 +104,8 @@ class DraftModelDrafter(Drafter):
 
     def new_row_cache(self) -> list[Any]:
         layers = make_prompt_cache(self.model)
-        return [KVCache() if isinstance(c, RotatingKVCache) else c for c in layers]
+        # inside CacheLists too (Baichuan-M1's attention keeps one next to its conv state)
+        return map_leaves(layers, lambda c: KVCache() if isinstance(c, RotatingKVCache) else c)
 
     def _propose(self, rows: list[DraftRow]) -> list[list[int]]:
         index = {rid: i for i, rid in enumerate(self._ids)}
