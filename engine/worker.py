@@ -143,6 +143,12 @@ class EngineWorker(threading.Thread):
                 self._died(repr(exc))
 
     def _run(self) -> None:
+        try:
+            self._serve()
+        finally:
+            _release_streams()  # Engine.stop() joins this thread, so this is done before exit
+
+    def _serve(self) -> None:
         keep_compiled_kernels(default_cache_root())  # before this thread compiles anything
         if self.config.log_blas:
             blas.log_blas()
@@ -353,6 +359,21 @@ class EngineWorker(threading.Thread):
         if self.factory.prompt_cache is not None:
             self.factory.prompt_cache.close()  # finishes pending disk writes
         self._set_status("stopped")
+
+
+def _release_streams() -> None:
+    """Destroy the MLX streams this thread made. MLX asks threads that used it to do so before
+    the process exits: left to its static destructors, a stream made on this thread could abort
+    the process at exit ("terminate called without an active exception", seen in a README
+    snippet's process after `await engine.stop()`; mlx issues 3126 and 4327)."""
+    import mlx.core as mx
+
+    try:
+        mx.synchronize()
+        if hasattr(mx, "clear_streams"):
+            mx.clear_streams()
+    except Exception:  # noqa: BLE001 - leaving anyway; MLX's own teardown remains
+        log.warning("could not release this thread's MLX streams", exc_info=True)
 
 
 def _outcome(future: Any) -> tuple[Any, BaseException | None]:
