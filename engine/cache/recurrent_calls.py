@@ -94,6 +94,11 @@ class ScanCall:
     state: mx.array
     mask: Any = None
 
+    @classmethod
+    def recorded(cls, x: mx.array, a: mx.array, h0: Any) -> ScanCall | None:
+        """The call to record for these arguments (None without a state: not a verify)."""
+        return None if h0 is None else cls(x, a, h0)
+
     @property
     def width(self) -> int:
         return self.x.shape[1]
@@ -145,7 +150,9 @@ class GlaCall:
     mask: Any = None
 
     @classmethod
-    def recorded(cls, q: mx.array, k: mx.array, v: mx.array, g: mx.array, scale: float, h: Any):
+    def recorded(
+        cls, q: mx.array, k: mx.array, v: mx.array, g: mx.array, scale: float, h: Any
+    ) -> GlaCall | None:
         """The call to record for these arguments (None without a state: not a verify)."""
         return None if h is None else cls(k, v, g, q.dtype, h)
 

@@ -51,11 +51,7 @@ MODULE_RECURRENCES = (("bailing_hybrid", "recurrent_gla", "h", 2),)
 RECURRENCE_BLOCKS = (("mamba", "MambaBlock", True), ("jamba", "JambaMambaMixer", False))
 # module-level scans, each recorded as its call kind from its arguments (None: not recorded)
 SCAN_FUNCTIONS: tuple[tuple[str, str, Callable[..., Call | None]], ...] = (
-    (
-        "recurrent_gemma",
-        "rnn_scan",
-        lambda x, a, h0: ScanCall(x, a, h0) if h0 is not None else None,
-    ),
+    ("recurrent_gemma", "rnn_scan", ScanCall.recorded),
     ("bailing_moe_linear", "recurrent_gla", GlaCall.recorded),
 )
 PREFIX_METHODS = (("rwkv7", "Rwkv7TimeMixing", "_wkv7"),)  # (module, class, method)
@@ -117,17 +113,13 @@ def install() -> None:
             continue
         short = name[len(_MODEL_PACKAGE) :]
         for fn_name in RECURRENCE_FUNCTIONS:
-            fn = getattr(module, fn_name, None)
-            if callable(fn) and not getattr(fn, "tandem_capture", False):
-                setattr(module, fn_name, _call_hook(fn))
+            _hook_function(module, fn_name, _call_hook)
         for module_name, fn_name, state_name, axis in MODULE_RECURRENCES:
-            fn = getattr(module, fn_name, None) if short == module_name else None
-            if callable(fn) and not getattr(fn, "tandem_capture", False):
-                setattr(module, fn_name, _call_hook(fn, state_name, axis))
+            if short == module_name:
+                _hook_function(module, fn_name, _call_hook, state_name, axis)
         for module_name, fn_name, record in SCAN_FUNCTIONS:
-            fn = getattr(module, fn_name, None) if short == module_name else None
-            if callable(fn) and not getattr(fn, "tandem_capture", False):
-                setattr(module, fn_name, _scan_hook(fn, record))
+            if short == module_name:
+                _hook_function(module, fn_name, _scan_hook, record)
         for module_name, class_name, per_token in RECURRENCE_BLOCKS:
             if short == module_name:
                 _hook_method(module, class_name, "_process_sequence", _block_hook, per_token)
@@ -137,6 +129,12 @@ def install() -> None:
         for module_name, class_name, method_name, *window in STATE_WINDOWS:
             if short == module_name:
                 _hook_method(module, class_name, method_name, _window_hook, *window)
+
+
+def _hook_function(module: Any, fn_name: str, hook: Any, *extra: Any) -> None:
+    fn = getattr(module, fn_name, None)
+    if callable(fn) and not getattr(fn, "tandem_capture", False):
+        setattr(module, fn_name, hook(fn, *extra))
 
 
 def _hook_method(module: Any, class_name: str, method_name: str, hook: Any, *extra: Any) -> None:
