@@ -1,0 +1,101 @@
+"""The CUDA verify-attention kernel's Python side, on the CPU: which calls it takes, the drop-in
+wrapper, install and the environment switch, and the source MLX compiles. Its numbers are checked
+on a CUDA machine by engine/bench/attention_check.py; nothing here runs it."""
+
+import mlx.core as mx
+import pytest
+
+from engine.bench.attention_check import reference, verify_mask
+from engine.kernels import verify_attention_cuda as vac
+
+ONLY_CPU = pytest.mark.skipif(mx.cuda.is_available(), reason="checks the CPU behaviour")
+
+
+def tensors(batch=2, hq=8, hk=2, n=5, keys=64, d=64, dtype=mx.float16):
+    q = mx.random.normal((batch, hq, n, d), key=mx.random.key(1)).astype(dtype)
+    k = mx.random.normal((batch, hk, keys, d), key=mx.random.key(2)).astype(dtype)
+    v = mx.random.normal((batch, hk, keys, d), key=mx.random.key(3)).astype(dtype)
+    mask = mx.ones((batch, 1, n, keys), dtype=mx.bool_)
+    return q, k, v, mask
+
+
+def test_it_takes_a_verify_forwards_attention():
+    assert vac.takes(*tensors())
+    assert vac.takes(*tensors(n=2, d=128, dtype=mx.bfloat16))
+    q, k, v, mask = tensors()
+    assert vac.takes(q, k, v, mask[:1])  # one mask for every row
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda q, k, v, m: (q, k, v, None),  # no mask: MLX's own fused kernel
+        lambda q, k, v, m: (q, k, v, "causal"),
+        lambda q, k, v, m: (q, k, v, m.astype(mx.float16)),  # an additive mask
+        lambda q, k, v, m: (q[:, :, :1], k, v, m[:, :, :1]),  # one query: MLX's decode kernel
+        lambda q, k, v, m: (q[..., :48], k[..., :48], v[..., :48], m),  # head size 48
+        lambda q, k, v, m: (q[:, :7], k, v, m),  # query heads not a multiple of key heads
+        lambda q, k, v, m: (q, k, v, mx.ones((2, 8, 5, 64), dtype=mx.bool_)),  # a mask per head
+        lambda q, k, v, m: (q, k.astype(mx.float32), v, m),
+    ],
+)
+def test_it_leaves_every_other_call_to_mlx(change):
+    assert not vac.takes(*change(*tensors()))
+
+
+def test_it_leaves_big_products_to_mlx():
+    q, k, v, mask = tensors(batch=16, hq=32, hk=8, n=17, keys=4096)
+    assert 16 * 32 * 17 * 4096 * 64 > vac.DEFAULT_MAX_WORK
+    assert not vac.takes(q, k, v, mask)
+    assert not vac.takes(q, k, v, mask, sinks=mx.zeros((32,)))
+
+
+@ONLY_CPU
+def test_the_wrapper_calls_mlx_on_the_cpu_with_every_argument():
+    q, k, v, mask = tensors(dtype=mx.float32)
+    calls = []
+
+    def original(*args, **kwargs):
+        calls.append((args, kwargs))
+        return mx.fast.scaled_dot_product_attention(*args, **kwargs)
+
+    sdpa = vac.make_sdpa(original)
+    out = sdpa(q, k, v, scale=0.125, mask=mask)
+    assert calls and calls[0][1]["mask"] is mask and calls[0][1]["sinks"] is None
+    assert mx.allclose(out, reference(q, k, v, 0.125, mask), atol=1e-4)
+    assert sdpa.__wrapped__ is original
+
+
+@ONLY_CPU
+def test_install_does_nothing_on_the_cpu():
+    before = mx.fast.scaled_dot_product_attention
+    assert vac.install() is False
+    assert mx.fast.scaled_dot_product_attention is before
+
+
+def test_the_environment_variable_turns_it_off(monkeypatch):
+    monkeypatch.setenv(vac.DISABLE_ENV, "1")
+    before = mx.fast.scaled_dot_product_attention
+    assert vac.install() is False
+    assert mx.fast.scaled_dot_product_attention is before
+
+
+def test_the_checkers_mask_is_a_verify_rounds():
+    mask = verify_mask(batch=3, queries=4, keys=128)
+    assert mask.shape == (3, 1, 4, 128)
+    rows = mask[:, 0].tolist()
+    written = 128 - 64
+    for b, row in enumerate(rows):
+        pad = b * 7 % 40
+        for n, allowed in enumerate(row):
+            query_pos = written - 4 + n
+            assert not any(allowed[:pad]) and not any(allowed[query_pos + 1 :])
+            assert allowed[query_pos]  # every query sees itself
+            hole = range(pad + 5, pad + 8) if b % 2 else range(0)
+            assert all(allowed[j] != (j in hole) for j in range(pad, query_pos + 1))
+
+
+def test_the_kernel_source_names_what_mlx_passes_it():
+    source = vac.kernel_source()
+    for name in ("q_shape", "k_shape", "mask_shape", "scale[0]", "out +", "__shfl_xor_sync"):
+        assert name in source
