@@ -24,10 +24,10 @@ from engine.device import cuda_available
 DISABLE_ENV = "TANDEM_NO_VERIFY_ATTENTION"
 MAX_QUERIES = 32  # the widest verify forward auto asks for is 17
 MAX_KEYS = 8192  # past this the key loop of one block is longer than cuDNN's whole call
-# Each block reads its head's keys and values alone, so the kernel's time grows with
-# B * Hq * N * L * D; on the H200 it beat cuDNN up to about 75M and lost from about 140M
-# (python -m engine.bench.attention_check; docs/benchmarks.md, fourth pass)
-DEFAULT_MAX_WORK = 80_000_000
+# Each block reads its head's keys and values alone, so the kernel's time grows with the bytes
+# B * Hq * N * L * D * itemsize; on the H200 it beat cuDNN everywhere below 128M and lost from
+# about 150M (python -m engine.bench.attention_check; docs/benchmarks.md, fourth pass)
+DEFAULT_MAX_BYTES = 128_000_000
 HEAD_DIMS = (64, 96, 128, 256)  # a whole number of floats per lane
 WARPS = 8
 FLOATS = (mx.float32, mx.float16, mx.bfloat16)
@@ -196,7 +196,7 @@ def verify_attention(
 def takes(q: mx.array, k: mx.array, v: mx.array, mask: Any, sinks: Any = None) -> bool:
     """Whether the kernel computes this call as MLX would, and faster: a boolean mask over one
     head axis, a few queries, grouped heads, a head size it handles, one floating dtype, and
-    not more work than it wins at (DEFAULT_MAX_WORK)."""
+    not more reading than it wins at (DEFAULT_MAX_BYTES)."""
     if not isinstance(mask, mx.array) or mask.dtype != mx.bool_ or sinks is not None:
         return False
     if q.ndim != 4 or k.ndim != 4 or v.ndim != 4 or mask.ndim != 4:
@@ -205,7 +205,7 @@ def takes(q: mx.array, k: mx.array, v: mx.array, mask: Any, sinks: Any = None) -
     Bk, Hk, L, Dk = k.shape
     if not 2 <= N <= MAX_QUERIES or not 0 < L <= MAX_KEYS or D not in HEAD_DIMS:
         return False
-    if B * Hq * N * L * D > DEFAULT_MAX_WORK:
+    if B * Hq * N * L * D * q.dtype.size > DEFAULT_MAX_BYTES:
         return False
     if Bk != B or tuple(v.shape) != (B, Hk, L, D) or Dk != D or Hk == 0 or Hq % Hk:
         return False

@@ -45,8 +45,12 @@ def test_it_leaves_every_other_call_to_mlx(change):
 
 def test_it_leaves_big_products_to_mlx():
     q, k, v, mask = tensors(batch=16, hq=32, hk=8, n=17, keys=4096)
-    assert 16 * 32 * 17 * 4096 * 64 > vac.DEFAULT_MAX_WORK
+    assert 16 * 32 * 17 * 4096 * 64 * 2 > vac.DEFAULT_MAX_BYTES
     assert not vac.takes(q, k, v, mask)
+    # the same shape in float32 reads twice the bytes
+    half = tensors(batch=1, hq=32, hk=8, n=9, keys=2048, dtype=mx.float16)
+    assert vac.takes(*half)
+    assert not vac.takes(*(a.astype(mx.float32) if a.dtype != mx.bool_ else a for a in half))
     assert not vac.takes(q, k, v, mask, sinks=mx.zeros((32,)))
 
 
