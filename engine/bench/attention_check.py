@@ -22,6 +22,7 @@ from pathlib import Path
 import mlx.core as mx
 
 from engine.bench.process_exit import run_and_exit
+from engine.device import on_cuda
 from engine.kernels import verify_attention_cuda as vac
 
 DEFAULT_BATCHES = (1, 4, 16)
@@ -119,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--keys", type=int, nargs="+", default=list(DEFAULT_KEYS))
     p.add_argument("--dtypes", nargs="+", default=list(DEFAULT_DTYPES))
     args = p.parse_args(argv)
-    if not vac.on_cuda_gpu():
+    if not on_cuda():
         print("no CUDA GPU here: the verify-attention kernel is CUDA only; nothing to check")
         return 0
     cases = itertools.product(args.batches, args.queries, args.keys, DEFAULT_HEADS, args.dtypes)

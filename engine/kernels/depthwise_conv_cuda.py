@@ -13,7 +13,6 @@ and leaves every other convolution to MLX.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import Any
 
@@ -21,6 +20,7 @@ import mlx.core as mx
 import mlx.nn as nn
 
 from engine.device import cuda_available
+from engine.kernels.switch import may_install
 
 DISABLE_ENV = "TANDEM_NO_CONV_KERNEL"
 THREADS = 256
@@ -133,9 +133,7 @@ def is_installed() -> bool:
 def install() -> bool:
     """Route eligible depthwise convolutions through the kernel; True when it is in place. It
     must run before the recurrent-state capture hooks `nn.Conv1d` (model loading does)."""
-    if os.environ.get(DISABLE_ENV, "") not in ("", "0"):
-        return False
-    if not cuda_available() or mx.default_device() != mx.gpu or not hasattr(mx.fast, "cuda_kernel"):
+    if not may_install(DISABLE_ENV):
         return False
     if is_installed():
         return True

@@ -8,13 +8,13 @@ global for a dispatcher that runs one fused kernel instead (same semantics as ml
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import Any
 
 import mlx.core as mx
 
 from engine.device import cuda_available
+from engine.kernels.switch import may_install
 
 DISABLE_ENV = "TANDEM_NO_GDN_KERNEL"
 WARP = 32
@@ -254,11 +254,7 @@ def is_installed() -> bool:
 
 def install() -> bool:
     """Route mlx-lm's gated-delta fallback through the CUDA kernel; True when it is in place."""
-    if os.environ.get(DISABLE_ENV, "") not in ("", "0"):
-        return False
-    if not cuda_available() or mx.default_device() != mx.gpu:
-        return False
-    if not hasattr(mx.fast, "cuda_kernel"):
+    if not may_install(DISABLE_ENV):
         return False
     module = _module()
     if not is_installed():

@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import functools
 import math
-import os
 from collections.abc import Callable
 from typing import Any
 
 import mlx.core as mx
 
-from engine.device import cuda_available
+from engine.kernels.switch import may_install
 
 DISABLE_ENV = "TANDEM_NO_ROPE_GUARD"
 MAX_BLOCK_Z = 64  # CUDA's limit on blockDim.z
@@ -104,9 +103,7 @@ def install_for(model: Any) -> bool:
 
 def install(*, force: bool = False) -> bool:
     """Wrap `mx.fast.rope` on MLX's CUDA backend (or anywhere, with `force`, for tests)."""
-    if os.environ.get(DISABLE_ENV, "") not in ("", "0"):
-        return False
-    if not force and (not cuda_available() or mx.default_device() != mx.gpu):
+    if not may_install(DISABLE_ENV, needs_cuda_kernel=False, force=force):
         return False
     if not is_installed():
         mx.fast.rope = make_guard(mx.fast.rope)

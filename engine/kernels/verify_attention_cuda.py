@@ -13,13 +13,13 @@ an online softmax in float32, as MLX's vector kernel does. `install()` routes el
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import Any
 
 import mlx.core as mx
 
-from engine.device import cuda_available
+from engine.device import on_cuda
+from engine.kernels.switch import may_install
 
 DISABLE_ENV = "TANDEM_NO_VERIFY_ATTENTION"
 MAX_QUERIES = 32  # the widest verify forward auto asks for is 17
@@ -214,16 +214,12 @@ def takes(q: mx.array, k: mx.array, v: mx.array, mask: Any, sinks: Any = None) -
     return q.dtype in FLOATS and k.dtype == q.dtype and v.dtype == q.dtype
 
 
-def on_cuda_gpu() -> bool:
-    return mx.default_device() == mx.gpu and cuda_available()
-
-
 def make_sdpa(original: SdpaFn) -> SdpaFn:
     """A drop-in `mx.fast.scaled_dot_product_attention` that runs the kernel for calls it
     `takes` on a CUDA GPU, else `original`."""
 
     def scaled_dot_product_attention(q, k, v, *args, scale, mask=None, sinks=None, **kwargs):
-        if args or kwargs or not on_cuda_gpu() or not takes(q, k, v, mask, sinks):
+        if args or kwargs or not on_cuda() or not takes(q, k, v, mask, sinks):
             return original(q, k, v, *args, scale=scale, mask=mask, sinks=sinks, **kwargs)
         return verify_attention(q, k, v, scale=scale, mask=mask)
 
@@ -238,9 +234,7 @@ def is_installed() -> bool:
 
 def install() -> bool:
     """Route eligible attention calls through the kernel; True when it is in place (CUDA only)."""
-    if os.environ.get(DISABLE_ENV, "") not in ("", "0"):
-        return False
-    if not cuda_available() or mx.default_device() != mx.gpu or not hasattr(mx.fast, "cuda_kernel"):
+    if not may_install(DISABLE_ENV):
         return False
     if not is_installed():
         mx.fast.scaled_dot_product_attention = make_sdpa(mx.fast.scaled_dot_product_attention)

@@ -10,6 +10,7 @@ import pytest
 
 from engine.cache import recurrent_capture
 from engine.kernels import depthwise_conv_cuda as dcc
+from engine.kernels import switch
 
 ONLY_CPU = pytest.mark.skipif(mx.cuda.is_available(), reason="checks the CPU behaviour")
 CHANNELS, TAPS = 12, 4
@@ -86,8 +87,7 @@ def test_install_sees_itself_under_the_capture_and_never_wraps_the_capture(monke
     while hasattr(original, "__wrapped__"):  # MLX's own, under any hook an earlier test left
         original = original.__wrapped__
     monkeypatch.setattr(nn.Conv1d, "__call__", original)
-    monkeypatch.setattr(dcc, "cuda_available", lambda: True)
-    monkeypatch.setattr(mx, "default_device", lambda: mx.gpu)
+    monkeypatch.setattr(switch, "on_cuda", lambda: True)
     assert dcc.install() and dcc.is_installed()
     nn.Conv1d.__call__ = recurrent_capture._conv_hook(nn.Conv1d.__call__)
     assert dcc.is_installed() and dcc.install()  # a second model's load: nothing changes
