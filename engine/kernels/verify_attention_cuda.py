@@ -1,14 +1,17 @@
-"""A CUDA kernel for the attention of a verify forward: a few queries per row, a boolean mask.
+"""A CUDA kernel for masked attention of a few queries per row: verify forwards and the decode
+steps of ragged batches.
 
 A verify round feeds each row its pending token and its draft (2 to 17 queries), and the rows'
-left padding, holes and the cache buffer's unwritten tail are hidden by a boolean mask. MLX's
-CUDA backend has a fused kernel for up to 3 queries without a mask; with a mask it goes through
-cuDNN, which converts the mask to an additive one and pays a graph lookup and launch on the host
-per layer: measured on the H200, attention cost 0.14-0.22 ms per layer against 0.04-0.06 ms for
-the same queries without a mask (docs/benchmarks.md, fourth pass). Here one block computes one
-query of one head: its warps take 32 keys at a time (a lane per key), skip masked keys, and keep
-an online softmax in float32, as MLX's vector kernel does. `install()` routes eligible
-`mx.fast.scaled_dot_product_attention` calls to it on CUDA and leaves every other call to MLX.
+left padding, holes and the cache buffer's unwritten tail are hidden by a boolean mask; a plain
+decode step of rows of different lengths (one query each) masks their left padding. MLX's CUDA
+backend has a fused kernel for up to 3 queries without a mask; with a mask it goes through
+cuDNN (several queries) or unfused matmuls and a softmax (one query), which cost far more on the
+host and the GPU: measured on the H200, attention cost 0.14-0.22 ms per layer against 0.04-0.06
+ms for the same queries without a mask (docs/benchmarks.md, fourth pass). Here one block
+computes one query of one head: its warps take 32 keys at a time (a lane per key), skip masked
+keys, and keep an online softmax in float32, as MLX's vector kernel does. `install()` routes
+eligible `mx.fast.scaled_dot_product_attention` calls to it on CUDA and leaves every other call
+to MLX.
 """
 
 from __future__ import annotations
@@ -24,9 +27,12 @@ from engine.kernels.switch import may_install
 DISABLE_ENV = "TANDEM_NO_VERIFY_ATTENTION"
 MAX_QUERIES = 32  # the widest verify forward auto asks for is 17
 MAX_KEYS = 8192  # past this the key loop of one block is longer than cuDNN's whole call
-# Each block reads its head's keys and values alone, so the kernel's time grows with the bytes
-# B * Hq * N * L * D * itemsize; on the H200 it beat cuDNN everywhere below 128M and lost from
-# about 150M (python -m engine.bench.attention_check; docs/benchmarks.md, fourth pass)
+# Each block reads its head's keys and values alone, so with several queries the kernel's time
+# grows with the bytes B * Hq * N * L * D * itemsize; on the H200 it beat cuDNN everywhere below
+# 128M and lost from about 150M. With one query (a ragged batch's decode step) only the heads of
+# a group read the same keys, and MLX's unfused path is dearer: the kernel was 2.3-4.1x faster
+# in every case measured, up to B 32 x L 4096 (537M), so those are not limited
+# (python -m engine.bench.attention_check; docs/benchmarks.md).
 DEFAULT_MAX_BYTES = 128_000_000
 HEAD_DIMS = (64, 96, 128, 256)  # a whole number of floats per lane
 WARPS = 8
@@ -195,7 +201,7 @@ def verify_attention(
 
 def takes(q: mx.array, k: mx.array, v: mx.array, mask: Any, sinks: Any = None) -> bool:
     """Whether the kernel computes this call as MLX would, and faster: a boolean mask over one
-    head axis, a few queries, grouped heads, a head size it handles, one floating dtype, and
+    head axis (a call without one keeps MLX's fused kernels), a few queries, grouped heads, a head size it handles, one floating dtype, and
     not more reading than it wins at (DEFAULT_MAX_BYTES)."""
     if not isinstance(mask, mx.array) or mask.dtype != mx.bool_ or sinks is not None:
         return False
@@ -203,9 +209,9 @@ def takes(q: mx.array, k: mx.array, v: mx.array, mask: Any, sinks: Any = None) -
         return False
     B, Hq, N, D = q.shape
     Bk, Hk, L, Dk = k.shape
-    if not 2 <= N <= MAX_QUERIES or not 0 < L <= MAX_KEYS or D not in HEAD_DIMS:
+    if not 1 <= N <= MAX_QUERIES or not 0 < L <= MAX_KEYS or D not in HEAD_DIMS:
         return False
-    if B * Hq * N * L * D * q.dtype.size > DEFAULT_MAX_BYTES:
+    if N > 1 and B * Hq * N * L * D * q.dtype.size > DEFAULT_MAX_BYTES:
         return False
     if Bk != B or tuple(v.shape) != (B, Hk, L, D) or Dk != D or Hk == 0 or Hq % Hk:
         return False

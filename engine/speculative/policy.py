@@ -2,7 +2,8 @@
 methods ask their own drafter for their own k; "auto" rows share one k picked from measured
 costs and their recent acceptance (engine/speculative/auto.py), with the row's draft model (or
 the model's draft head or MTP layers) when it has one, a strong prompt-lookup match taking
-precedence over it, and prompt lookup otherwise. Draft models are drafters named by
+precedence over it, and prompt lookup otherwise; an auto row drafting by prompt lookup also
+learns from the drafts it did not verify (engine/speculative/shadow_lookup.py). Draft models are drafters named by
 `draft_drafter_name` (a request names its own); the row carries the name of its own. Pure
 Python: it never touches a model."""
 
@@ -14,6 +15,12 @@ from dataclasses import dataclass, field
 from engine.core.request_state import RequestState
 from engine.requests import MAX_DRAFT_TOKENS, SpecMethod, SpeculativeParams
 from engine.speculative.auto import AutoPolicy, CostModel, RowAcceptance
+from engine.speculative.prompt_lookup import DEFAULT_SEARCH_WINDOW, lookup
+from engine.speculative.shadow_lookup import (
+    DEFAULT_SHADOW_ROWS,
+    DEFAULT_SHADOW_TOKENS,
+    ShadowDraft,
+)
 
 
 @dataclass(frozen=True)
@@ -43,6 +50,9 @@ class SpeculationPolicy:
     # before it were kept lately, not from a fixed prior (short replies ended before a row
     # that started pessimistic had drafted enough to learn otherwise)
     _pooled: RowAcceptance = field(default_factory=RowAcceptance)
+    # lookup drafts of auto rows decoding plainly, scored as the row goes on (shadow_lookup.py)
+    _shadows: dict[str, ShadowDraft] = field(default_factory=dict)
+    _shadow_turn: int = 0  # where the next step's lookups start among the rows
 
     @property
     def costs(self) -> CostModel:
@@ -94,6 +104,7 @@ class SpeculationPolicy:
         choices = [self._fixed(row) for row in rows]
         auto = [i for i, row in enumerate(rows) if _method(row) == SpecMethod.AUTO]
         if auto:
+            self._score_shadows([rows[i] for i in auto])
             free_width = 1 + max((c.k for c in choices), default=0)
             rates = [self._row_acceptance(rows[i]).rate for i in auto]
             ks = self.auto.choose(rates, len(rows), MAX_DRAFT_TOKENS, free_width)
@@ -101,9 +112,10 @@ class SpeculationPolicy:
                 row = rows[i]
                 drafter = auto_drafter(row, self.drafters)
                 room = min(k, _room(row))
-                lookup = SpecMethod.PROMPT_LOOKUP.value
-                first = bool(room) and drafter != lookup and lookup in self.drafters
+                lookup_name = SpecMethod.PROMPT_LOOKUP.value
+                first = bool(room) and drafter != lookup_name and lookup_name in self.drafters
                 choices[i] = DraftChoice(drafter if room else None, room, lookup_first=first)
+            self._draft_shadows([rows[i] for i in auto], [choices[i] for i in auto])
         return choices
 
     def observe(self, request_id: str, drafted: int, accepted: int) -> None:
@@ -114,6 +126,48 @@ class SpeculationPolicy:
 
     def forget(self, request_id: str) -> None:
         self._acceptance.pop(request_id, None)
+        self._shadows.pop(request_id, None)
+
+    def _score_shadows(self, rows: list[RequestState]) -> None:
+        """Count the shadow drafts whose outcome the rows' new tokens tell as verified rounds:
+        what a row would have had accepted is its acceptance as much as a round's is."""
+        for row in rows:
+            shadow = self._shadows.get(row.request_id)
+            accepted = None if shadow is None else shadow.score(row.generated)
+            if shadow is not None and accepted is not None:
+                del self._shadows[row.request_id]
+                self.observe(row.request_id, len(shadow.tokens), accepted)
+
+    def _draft_shadows(self, rows: list[RequestState], choices: list[DraftChoice]) -> None:
+        """Draft by prompt lookup, without verifying, for auto rows that decode plainly this
+        round (at most DEFAULT_SHADOW_ROWS a step, in turn); a row that verifies drops its own."""
+        lookup_name = SpecMethod.PROMPT_LOOKUP.value
+        idle = []
+        for row, choice in zip(rows, choices):
+            if choice.k:
+                self._shadows.pop(row.request_id, None)  # its round's count tells
+            elif (
+                row.request_id not in self._shadows
+                and lookup_name in self.drafters
+                and auto_drafter(row, self.drafters) == lookup_name
+                and _room(row) > 1
+            ):
+                idle.append(row)
+        if not idle:
+            return
+        start = self._shadow_turn % len(idle)
+        self._shadow_turn += DEFAULT_SHADOW_ROWS
+        for row in (idle[start:] + idle[:start])[:DEFAULT_SHADOW_ROWS]:
+            params = row.request.speculative
+            tokens = lookup(
+                row.history[-DEFAULT_SEARCH_WINDOW:],
+                min(DEFAULT_SHADOW_TOKENS, _room(row)),
+                ngram_min=params.ngram_min,
+                ngram_max=params.ngram_max,
+                window=DEFAULT_SEARCH_WINDOW,
+            )
+            if tokens:
+                self._shadows[row.request_id] = ShadowDraft(len(row.generated), tuple(tokens))
 
     def _row_acceptance(self, row: RequestState) -> RowAcceptance:
         acceptance = self._acceptance.get(row.request_id)

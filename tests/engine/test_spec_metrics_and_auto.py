@@ -309,3 +309,62 @@ def test_strong_match_needs_three_tokens_of_context():
     assert strong_match(tokens, 2, ngram_max=4, window=100) == [8, 9]
     assert strong_match([5, 6, 8, 9, 1, 5, 6], 2, ngram_max=4, window=100) == []  # two only
     assert strong_match(tokens, 2, ngram_max=2, window=100) == []
+
+
+def test_shadow_draft_scores_the_prefix_the_row_then_produced():
+    from engine.speculative.shadow_lookup import ShadowDraft
+
+    shadow = ShadowDraft(start=2, tokens=(7, 8, 9))
+    assert shadow.score([1, 2]) is None  # nothing produced since
+    assert shadow.score([1, 2, 7, 8]) is None  # all matching so far
+    assert shadow.score([1, 2, 7, 8, 9]) == 3
+    assert shadow.score([1, 2, 7, 5]) == 1  # a mismatch tells at once
+    assert shadow.score([1, 2, 4]) == 0
+
+
+def test_an_auto_row_decoding_plainly_learns_from_lookup_drafts_it_did_not_verify():
+    """A row whose rounds were rejected stops verifying; when its reply then repeats itself,
+    what prompt lookup would have drafted is scored against what it produced, and once that
+    pays for a round's cost the row drafts again (on the H200 such a row decoded a whole reply
+    plainly while fixed prompt lookup was accepted almost always)."""
+    policy = SpeculationPolicy(drafters=frozenset({"lookup"}))
+    measure(policy.costs, 1, {1: 0.003, 5: 0.008, 9: 0.0085, 17: 0.009})  # rounds ~3 steps
+    row = _state(SpecMethod.AUTO, max_tokens=200)
+    policy.plan([row])
+    for _ in range(5):
+        policy.observe(row.request_id, 4, 0)  # its first rounds were all rejected
+    loop = [11, 12, 13, 14, 15]
+    chosen = []
+    for step in range(30):
+        chosen.append(policy.plan([row])[0].k)
+        row.generated.append(loop[step % len(loop)])  # the plain step's token
+    assert chosen[:3] == [0, 0, 0]
+    assert max(chosen) > 0, chosen
+    first = chosen.index(max(chosen))
+    assert first < 20  # within a few of its drafts' outcomes
+
+
+def test_shadow_lookups_lower_the_rate_of_a_row_lookup_would_not_serve():
+    policy = SpeculationPolicy(drafters=frozenset({"lookup"}))
+    measure(policy.costs, 1, {w: 0.003 * w for w in range(1, 18)})  # rounds never pay
+    row = _state(SpecMethod.AUTO, max_tokens=200)
+    policy.plan([row])
+    before = policy._acceptance[row.request_id].rate
+    tokens = [1, 2, 3, 1, 4, 2, 5, 3, 6, 1, 7, 2, 8, 3, 9]  # never follows its own history
+    for token in tokens:
+        policy.plan([row])
+        row.generated.append(token)
+    assert policy._acceptance[row.request_id].rate < before
+    policy.forget(row.request_id)
+    assert row.request_id not in policy._shadows
+
+
+def test_shadow_lookups_are_only_for_auto_rows_drafting_by_lookup():
+    mine = draft_drafter_name("/models/mine")
+    with_draft, fixed = _state(SpecMethod.AUTO, max_tokens=200), _state(SpecMethod.PROMPT_LOOKUP)
+    with_draft.draft = mine
+    policy = SpeculationPolicy(drafters=frozenset({"lookup", mine}))
+    with_draft.generated += [1, 2, 3]
+    fixed.generated += [1, 2, 3]
+    policy.plan([with_draft, fixed])
+    assert not policy._shadows  # a draft model drafts for it; a fixed method verifies anyway

@@ -26,13 +26,23 @@ def test_it_takes_a_verify_forwards_attention():
     assert vac.takes(q, k, v, mask[:1])  # one mask for every row
 
 
+def test_it_takes_a_ragged_batchs_decode_step():
+    """Rows of different lengths decode one query each behind a mask of their left padding;
+    MLX has no fused kernel for that (unfused matmuls and a softmax per layer)."""
+    q, k, v, mask = tensors(batch=4, n=1, keys=300, dtype=mx.bfloat16)
+    assert vac.takes(q, k, v, mask)
+    assert not vac.takes(q, k, v, None)
+    # one query: no byte limit (the kernel was faster at every size measured, 537M included)
+    assert vac.takes(*tensors(batch=32, hq=32, hk=8, n=1, keys=4096, dtype=mx.bfloat16))
+
+
 @pytest.mark.parametrize(
     "change",
     [
         lambda q, k, v, m: (q, k, v, None),  # no mask: MLX's own fused kernel
         lambda q, k, v, m: (q, k, v, "causal"),
         lambda q, k, v, m: (q, k, v, m.astype(mx.float16)),  # an additive mask
-        lambda q, k, v, m: (q[:, :, :1], k, v, m[:, :, :1]),  # one query: MLX's decode kernel
+        lambda q, k, v, m: (q[:, :, :1], k, v, None),  # one query unmasked: MLX's decode kernel
         lambda q, k, v, m: (q[..., :48], k[..., :48], v[..., :48], m),  # head size 48
         lambda q, k, v, m: (q[:, :7], k, v, m),  # query heads not a multiple of key heads
         lambda q, k, v, m: (q, k, v, mx.ones((2, 8, 5, 64), dtype=mx.bool_)),  # a mask per head
