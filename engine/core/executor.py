@@ -306,7 +306,7 @@ class ModelExecutor:
                 accepted += 1
             kept.append(accepted + 1)
             next_inputs.append(target[accepted])
-            out.add_run(rid, TokenRun(target[: accepted + 1], draft, accepted))
+            out.add_run(rid, TokenRun(target[: accepted + 1], draft, accepted, used[i]))
             if used[i] is not None and draft:
                 feedback.setdefault(used[i], []).append(
                     VerifyFeedback(rid, draft, accepted, target[: accepted + 1])

@@ -53,6 +53,7 @@ class TokenRun:
     tokens: list[int]
     draft: list[int] | None = None  # the draft this forward verified (None: a plain step)
     accepted: int = 0
+    drafter: str | None = None  # the drafter that made `draft`
 
 
 @dataclass

@@ -359,12 +359,39 @@ def test_shadow_lookups_lower_the_rate_of_a_row_lookup_would_not_serve():
     assert row.request_id not in policy._shadows
 
 
-def test_shadow_lookups_are_only_for_auto_rows_drafting_by_lookup():
+def test_shadow_lookups_are_for_auto_rows_whose_round_does_not_draft_by_lookup():
     mine = draft_drafter_name("/models/mine")
     with_draft, fixed = _state(SpecMethod.AUTO, max_tokens=200), _state(SpecMethod.PROMPT_LOOKUP)
     with_draft.draft = mine
     policy = SpeculationPolicy(drafters=frozenset({"lookup", mine}))
+    measure(policy.costs, 1, {w: 0.003 * w for w in range(1, 18)})  # rounds never pay
     with_draft.generated += [1, 2, 3]
     fixed.generated += [1, 2, 3]
-    policy.plan([with_draft, fixed])
-    assert not policy._shadows  # a draft model drafts for it; a fixed method verifies anyway
+    policy.plan([fixed])
+    assert not policy._shadows  # a fixed method verifies its own drafts anyway
+    assert policy.plan([with_draft])[0].k == 0
+    assert set(policy._shadows) == {with_draft.request_id}  # plain: lookup drafts aside
+
+
+def test_an_auto_row_with_a_model_drafter_drafts_by_lookup_where_lookup_is_kept_more():
+    """Rewrite prompts: the trained head's drafts are kept less often than prompt lookup's; an
+    auto row switches to lookup while lookup's acceptance for it is the higher, and back."""
+    mine = draft_drafter_name("/models/mine")
+    row = _state(SpecMethod.AUTO, max_tokens=200)
+    row.draft = mine
+    policy = SpeculationPolicy(drafters=frozenset({"lookup", mine}))
+    measure(policy.costs, 1, {w: 0.010 * (1 + 0.05 * (w - 1)) for w in range(1, 18)})
+    first = policy.plan([row])[0]
+    assert first.drafter == mine and first.lookup_first
+    for _ in range(6):
+        policy.observe(row.request_id, 4, 0, drafter=mine)  # the model's drafts: rejected
+        policy.observe(row.request_id, 4, 4, drafter="lookup")  # a strong match: kept
+    choice = policy.plan([row])[0]
+    assert choice.drafter == "lookup" and choice.k >= 4 and not choice.lookup_first
+    assert policy._acceptance[row.request_id].rate < 0.2  # the model's own count is apart
+    for _ in range(8):
+        policy.observe(row.request_id, 4, 0, drafter="lookup")
+        policy.observe(row.request_id, 4, 4, drafter=mine)
+    assert policy.plan([row])[0].drafter == mine
+    policy.forget(row.request_id)
+    assert row.request_id not in policy._lookup_acceptance
