@@ -17,7 +17,7 @@ from engine.requests import MAX_DRAFT_TOKENS, SpecMethod, SpeculativeParams
 from engine.speculative.auto import AutoPolicy, CostModel, RowAcceptance
 from engine.speculative.prompt_lookup import DEFAULT_SEARCH_WINDOW, lookup
 from engine.speculative.shadow_lookup import (
-    DEFAULT_SHADOW_ROWS,
+    DEFAULT_SHADOW_BUDGET,
     DEFAULT_SHADOW_TOKENS,
     ShadowDraft,
 )
@@ -173,7 +173,7 @@ class SpeculationPolicy:
 
     def _draft_shadows(self, rows: list[RequestState], choices: list[DraftChoice]) -> None:
         """Draft by prompt lookup, without verifying, for auto rows that decode plainly this
-        round (at most DEFAULT_SHADOW_ROWS a step, in turn): for a row that drafts by lookup it
+        round (in turn, while the step's DEFAULT_SHADOW_BUDGET lasts): for a row that drafts by lookup it
         is its acceptance, for one with a model drafter lookup's. A row that verifies drops its
         own: its round's count tells (a model's round drafts by lookup on a strong match)."""
         if SpecMethod.PROMPT_LOOKUP.value not in self.drafters:
@@ -187,11 +187,16 @@ class SpeculationPolicy:
         if not idle:
             return
         start = self._shadow_turn % len(idle)
-        self._shadow_turn += DEFAULT_SHADOW_ROWS
-        for row in (idle[start:] + idle[:start])[:DEFAULT_SHADOW_ROWS]:
+        budget = DEFAULT_SHADOW_BUDGET
+        for row in idle[start:] + idle[:start]:
+            if budget <= 0:
+                break
+            self._shadow_turn += 1
+            history = row.history[-DEFAULT_SEARCH_WINDOW:]
+            budget -= len(history)
             params = row.request.speculative
             tokens = lookup(
-                row.history[-DEFAULT_SEARCH_WINDOW:],
+                history,
                 min(DEFAULT_SHADOW_TOKENS, _room(row)),
                 ngram_min=params.ngram_min,
                 ngram_max=params.ngram_max,

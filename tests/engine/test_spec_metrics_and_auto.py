@@ -395,3 +395,18 @@ def test_an_auto_row_with_a_model_drafter_drafts_by_lookup_where_lookup_is_kept_
     assert policy.plan([row])[0].drafter == mine
     policy.forget(row.request_id)
     assert row.request_id not in policy._lookup_acceptance
+
+
+def test_shadow_lookups_scan_a_bounded_history_per_step_and_take_rows_in_turn():
+    from engine.speculative.shadow_lookup import DEFAULT_SHADOW_BUDGET
+
+    policy = SpeculationPolicy(drafters=frozenset({"lookup"}))
+    measure(policy.costs, 6, {w: 0.003 * w for w in range(1, 18)})  # rounds never pay
+    rows = [_state(SpecMethod.AUTO, max_tokens=9000) for _ in range(6)]
+    for row in rows:
+        row.generated += [7, 8, 9] * 1400  # long, and lookup always matches
+    policy.plan(rows)
+    per_step = -(-DEFAULT_SHADOW_BUDGET // 4096)
+    assert len(policy._shadows) == per_step
+    policy.plan(rows)  # theirs are unresolved: the next rows get one
+    assert len(policy._shadows) == 2 * per_step
