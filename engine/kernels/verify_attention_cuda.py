@@ -201,8 +201,9 @@ def verify_attention(
 
 def takes(q: mx.array, k: mx.array, v: mx.array, mask: Any, sinks: Any = None) -> bool:
     """Whether the kernel computes this call as MLX would, and faster: a boolean mask over one
-    head axis (a call without one keeps MLX's fused kernels), a few queries, grouped heads, a head size it handles, one floating dtype, and
-    not more reading than it wins at (DEFAULT_MAX_BYTES)."""
+    head axis (a call without one keeps MLX's fused kernels), a few queries, grouped heads, a
+    head size it handles, one floating dtype, and not more reading than it wins at
+    (DEFAULT_MAX_BYTES, for several queries)."""
     if not isinstance(mask, mx.array) or mask.dtype != mx.bool_ or sinks is not None:
         return False
     if q.ndim != 4 or k.ndim != 4 or v.ndim != 4 or mask.ndim != 4:

@@ -2,10 +2,11 @@
 methods ask their own drafter for their own k; "auto" rows share one k picked from measured
 costs and their recent acceptance (engine/speculative/auto.py), with the row's draft model (or
 the model's draft head or MTP layers) when it has one, a strong prompt-lookup match taking
-precedence over it, and prompt lookup otherwise; an auto row drafting by prompt lookup also
-learns from the drafts it did not verify (engine/speculative/shadow_lookup.py). Draft models are drafters named by
-`draft_drafter_name` (a request names its own); the row carries the name of its own. Pure
-Python: it never touches a model."""
+precedence over it, and prompt lookup otherwise. A row with a model drafter drafts by prompt
+lookup instead while lookup is kept more often for it, and auto rows also learn from lookup
+drafts they did not verify (engine/speculative/shadow_lookup.py). Draft models are drafters
+named by `draft_drafter_name` (a request names its own); the row carries the name of its own.
+Pure Python: it never touches a model."""
 
 from __future__ import annotations
 
@@ -173,9 +174,10 @@ class SpeculationPolicy:
 
     def _draft_shadows(self, rows: list[RequestState], choices: list[DraftChoice]) -> None:
         """Draft by prompt lookup, without verifying, for auto rows that decode plainly this
-        round (in turn, while the step's DEFAULT_SHADOW_BUDGET lasts): for a row that drafts by lookup it
-        is its acceptance, for one with a model drafter lookup's. A row that verifies drops its
-        own: its round's count tells (a model's round drafts by lookup on a strong match)."""
+        round (in turn, while the step's DEFAULT_SHADOW_BUDGET of history lasts): for a row that
+        drafts by lookup this is its acceptance, for one with a model drafter lookup's. A row
+        that verifies drops its own: its round's count tells (a model's round drafts by lookup
+        on a strong match)."""
         if SpecMethod.PROMPT_LOOKUP.value not in self.drafters:
             return
         idle = []
