@@ -15,6 +15,7 @@ DEFAULT_MAX_TOKENS = 512
 MAX_MAX_TOKENS = 1 << 20  # the model's context is the tighter limit, checked at admission
 DEFAULT_DRAFT_TOKENS = 4
 MAX_DRAFT_TOKENS = 16
+DRAFT_HEAD = "head"  # SpecStats.rounds_by_drafter's key for a model's trained draft head
 DEFAULT_NGRAM_MIN = 1
 DEFAULT_NGRAM_MAX = 4
 MAX_NGRAM = 8  # prompt lookup costs O(search window * n-gram) per round: keep it small
@@ -118,6 +119,10 @@ class SpecStats:
     draft_time_s: float = 0.0
     verify_time_s: float = 0.0
     sample_time_s: float = 0.0
+    # verify rounds by who drafted (SpecMethod values, DRAFT_HEAD for a model's trained head;
+    # Drafter.kind):
+    # an "auto" row drafts with its model or by prompt lookup, whichever is kept more
+    rounds_by_drafter: dict[str, int] = field(default_factory=dict)
 
     @property
     def acceptance_rate(self) -> float:
@@ -145,6 +150,8 @@ class SpecStats:
             self.accepted_by_position, other.accepted_by_position
         )
         self.drafted_by_position = _add_lists(self.drafted_by_position, other.drafted_by_position)
+        for kind, n in other.rounds_by_drafter.items():
+            self.rounds_by_drafter[kind] = self.rounds_by_drafter.get(kind, 0) + n
 
     def minus(self, earlier: SpecStats) -> SpecStats:
         """What was counted since `earlier` (a previous value of these totals)."""
@@ -153,6 +160,11 @@ class SpecStats:
             self.accepted_by_position, earlier.accepted_by_position
         )
         out.drafted_by_position = _sub_lists(self.drafted_by_position, earlier.drafted_by_position)
+        out.rounds_by_drafter = {
+            kind: n - earlier.rounds_by_drafter.get(kind, 0)
+            for kind, n in self.rounds_by_drafter.items()
+            if n != earlier.rounds_by_drafter.get(kind, 0)
+        }
         return out
 
 

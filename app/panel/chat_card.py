@@ -12,7 +12,7 @@ from app.panel.metric_tips import METRIC_TIPS
 from app.panel.position_chart import PositionChart
 from app.panel.sparkline import Sparkline
 from app.panel.speculation_verdict import Verdict, judge
-from app.settings.chat_settings import SPEC_METHOD_LABELS, ChatSettings
+from app.settings.chat_settings import SPEC_METHOD_LABELS, ChatSettings, describe_drafters
 from app.widgets.metric_card import MetricCard
 from app.widgets.notice_banner import NoticeBanner
 from engine.requests import RequestStats, SpecMethod
@@ -54,6 +54,7 @@ class ChatCard(MetricCard):
         self.add_metric("tpf", "Tokens / forward", tip=METRIC_TIPS["tpf"])
         self.add_metric("ttft", "First token")
         self.add_metric("cached", "Cached prompt", tip=METRIC_TIPS["cached"])
+        self.add_metric("drafters", "Drafted by", tip=METRIC_TIPS["drafters"], wide=True)
         self.add_caption("Acceptance by draft position")
         self.positions = PositionChart()
         self.add_widget(self.positions)
@@ -108,7 +109,8 @@ class ChatCard(MetricCard):
     def _show(self, stats: RequestStats | None) -> None:
         self._stats = stats
         if stats is None:
-            for key in ("rate", "plain", "tokens", "ttft", "acceptance", "recent", "mal", "tpf"):
+            keys = ("rate", "plain", "tokens", "ttft", "acceptance", "recent", "mal", "tpf")
+            for key in (*keys, "drafters"):
                 self.set_value(key, "–")
             self._show_cached(None)
             self.spark.set_values([])
@@ -126,6 +128,7 @@ class ChatCard(MetricCard):
         self.set_value("recent", fmt_percent(stats.recent_acceptance))
         self.set_value("mal", f"{spec.mean_acceptance_length:.2f}" if spec.rounds else "–")
         self.set_value("tpf", f"{spec.tokens_per_forward:.2f}" if spec.target_forwards else "–")
+        self.set_value("drafters", describe_drafters(spec.rounds_by_drafter))
         self._show_cached(stats)
         history = self._controller.rate_history if self._controller else []
         self.spark.set_values([rate for _t, rate in history])

@@ -4,6 +4,8 @@ METRIC_TIPS = {
     "acceptance": "Accepted draft tokens / drafted tokens",
     "recent": "Draft acceptance over this reply's last verify rounds",
     "mal": "1 + accepted tokens per verify round (vLLM's definition)",
+    "drafters": "Who drafted this reply's verify rounds: with Auto, a chat drafts with its "
+    "model drafter or by prompt lookup, whichever has been accepted more often lately",
     "tpf": "Tokens produced per forward pass of the target model (1.00 without speculation)",
     "plain": "What plain decoding (no speculation) measured at this reply's batch size",
     "cached": "Prompt tokens of the last reply served from the prompt cache",

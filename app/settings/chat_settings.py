@@ -11,6 +11,7 @@ from engine.requests import (
     DEFAULT_DRAFT_TOKENS,
     DEFAULT_NGRAM_MAX,
     DEFAULT_NGRAM_MIN,
+    DRAFT_HEAD,
     MAX_DRAFT_TOKENS,
     MAX_NGRAM,
     SamplingParams,
@@ -54,6 +55,26 @@ SPEC_METHOD_DESCRIPTIONS: dict[str, str] = {
         "carries them (Qwen3.5/3.6, DeepSeek-V3, GLM-4.5, MiMo)."
     ),
 }
+# who drafted a reply's rounds (SpecStats.rounds_by_drafter), in the live panel
+DRAFTER_LABELS: dict[str, str] = {
+    **SPEC_METHOD_LABELS,
+    DRAFT_HEAD: "Draft head",
+    SpecMethod.SYNTHETIC.value: "Synthetic",
+}
+
+
+def describe_drafters(rounds_by_drafter: dict[str, int]) -> str:
+    """Each drafter's share of a reply's verify rounds, the most first ("Prompt lookup 70% ·
+    Draft head 30%"); one drafter by its name alone; "–" before any round."""
+    counts = sorted(((k, n) for k, n in rounds_by_drafter.items() if n > 0), key=lambda i: -i[1])
+    total = sum(n for _, n in counts)
+    if not total:
+        return "–"
+    if len(counts) == 1:
+        return DRAFTER_LABELS.get(counts[0][0], counts[0][0])
+    return " · ".join(f"{DRAFTER_LABELS.get(k, k)} {round(100 * n / total)}%" for k, n in counts)
+
+
 NO_MTP_REASON = "this model's checkpoint has no MTP layers"
 UNKNOWN_MTP_REASON = "whether this model has MTP layers is known once it is loaded"
 

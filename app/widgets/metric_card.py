@@ -40,7 +40,11 @@ class MetricCard(QFrame):
         self.add_widget(label)
         return label
 
-    def add_metric(self, key: str, label: str, *, tip: str = "", big: bool = False) -> QLabel:
+    def add_metric(
+        self, key: str, label: str, *, tip: str = "", big: bool = False, wide: bool = False
+    ) -> QLabel:
+        """A named value in the grid: two to a row, or a row of its own (`big`: in a larger
+        font; `wide`: a long value, wrapped rather than widening the card)."""
         if self._grid is None:
             holder = QWidget()
             self._grid = QGridLayout(holder)
@@ -55,6 +59,7 @@ class MetricCard(QFrame):
         value = QLabel("–")
         value.setObjectName("MetricValue")
         value.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        value.setWordWrap(wide)
         if big:
             font = QFont(value.font())
             font.setPointSizeF(font.pointSizeF() * 1.5)
@@ -68,9 +73,10 @@ class MetricCard(QFrame):
         box.setSpacing(0)
         box.addWidget(name)
         box.addWidget(value)
-        columns = 1 if big else METRIC_COLUMNS
-        row, column = divmod(self._count, columns)
-        if big:
+        if (big or wide) and self._count % METRIC_COLUMNS:
+            self._count += METRIC_COLUMNS - self._count % METRIC_COLUMNS  # a row of its own
+        row, column = divmod(self._count, METRIC_COLUMNS)
+        if big or wide:
             self._grid.addWidget(cell, row, 0, 1, METRIC_COLUMNS, Qt.AlignmentFlag.AlignTop)
             self._count += METRIC_COLUMNS
         else:

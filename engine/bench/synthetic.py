@@ -20,6 +20,7 @@ class SyntheticDrafter(Drafter):
     """Drafts the known greedy reply, each token corrupted with probability 1 - acceptance."""
 
     name = SpecMethod.SYNTHETIC.value
+    kind = SpecMethod.SYNTHETIC.value
 
     def __init__(self, *, vocab_size: int, seed: int = 0) -> None:
         self.vocab_size = vocab_size

@@ -306,7 +306,8 @@ class ModelExecutor:
                 accepted += 1
             kept.append(accepted + 1)
             next_inputs.append(target[accepted])
-            out.add_run(rid, TokenRun(target[: accepted + 1], draft, accepted, used[i]))
+            kind = self._drafter_kind(used[i]) if draft else None
+            out.add_run(rid, TokenRun(target[: accepted + 1], draft, accepted, used[i], kind))
             if used[i] is not None and draft:
                 feedback.setdefault(used[i], []).append(
                     VerifyFeedback(rid, draft, accepted, target[: accepted + 1])
@@ -369,6 +370,10 @@ class ModelExecutor:
             for i, proposal in zip(indices, proposals):
                 drafts[i] = [int(t) for t in proposal[: plan[i].k]]
         return drafts, used
+
+    def _drafter_kind(self, name: str | None) -> str | None:
+        drafter = self.drafters.get(name) if name is not None else None
+        return (drafter.kind or drafter.name) if drafter is not None else name
 
     # -- hidden states for drafters that read them --------------------------------------------
 

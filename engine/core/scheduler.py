@@ -243,6 +243,7 @@ class Scheduler:
             draft_s=output.draft_s,
             verify_s=output.verify_s,
             sample_s=output.sample_s,
+            drafter=run.drafter_kind,
         )
         state.recent.add(len(run.draft), run.accepted)
         self.policy.observe(state.request_id, len(run.draft), run.accepted, drafter=run.drafter)

@@ -54,6 +54,7 @@ class TokenRun:
     draft: list[int] | None = None  # the draft this forward verified (None: a plain step)
     accepted: int = 0
     drafter: str | None = None  # the drafter that made `draft`
+    drafter_kind: str | None = None  # its Drafter.kind (SpecStats.rounds_by_drafter)
 
 
 @dataclass

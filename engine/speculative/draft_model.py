@@ -61,6 +61,7 @@ class DraftModelDrafter(Drafter):
     """Drafts with a smaller model that shares the target's tokenizer."""
 
     name = SpecMethod.DRAFT_MODEL.value
+    kind = SpecMethod.DRAFT_MODEL.value
 
     def __init__(
         self,

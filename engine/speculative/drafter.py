@@ -59,6 +59,7 @@ class Drafter:
     """Base of every drafter: `propose` for a set of rows; the other hooks are optional."""
 
     name: ClassVar[str] = ""
+    kind: ClassVar[str] = ""  # SpecStats.rounds_by_drafter's key: the method it serves
     wants_hidden_states: ClassVar[bool] = False  # DraftRow.hidden is filled for it
 
     def propose(self, rows: list[DraftRow]) -> list[list[int]]:

@@ -17,6 +17,7 @@ from typing import Any
 
 import mlx.core as mx
 
+from engine.requests import DRAFT_HEAD
 from engine.speculative.eagle_head import (
     EagleHead,
     EagleHeadError,
@@ -38,6 +39,7 @@ class EagleHeadDrafter(MtpDrafter):
     """Drafts with a trained EAGLE-style head over the target's hidden states."""
 
     name = EAGLE_DRAFTER
+    kind = DRAFT_HEAD
     wants_hidden_states = True
 
     def __init__(self, target_model: Any, head: EagleHead) -> None:

@@ -33,14 +33,18 @@ def record_round(
     draft_s: float,
     verify_s: float,
     sample_s: float,
+    drafter: str | None = None,
 ) -> None:
-    """A verify round's draft for the row and how much of it the target kept."""
+    """A verify round's draft for the row and how much of it the target kept (`drafter`: the
+    drafter's kind, counted in rounds_by_drafter)."""
     spec.draft_time_s += draft_s
     spec.verify_time_s += verify_s
     spec.sample_time_s += sample_s
     if not draft:
         return
     spec.rounds += 1
+    if drafter:
+        spec.rounds_by_drafter[drafter] = spec.rounds_by_drafter.get(drafter, 0) + 1
     spec.draft_tokens += len(draft)
     spec.accepted_tokens += accepted
     for pos in range(len(draft)):

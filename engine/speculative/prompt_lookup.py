@@ -7,6 +7,7 @@ tokens for n-grams of at most `MAX_NGRAM` tokens (engine/requests.py caps what a
 
 from __future__ import annotations
 
+from engine.requests import SpecMethod
 from engine.speculative.drafter import Drafter, DraftRow
 
 DEFAULT_SEARCH_WINDOW = 4096  # tokens of history searched; bounds the cost of long chats
@@ -17,6 +18,7 @@ class PromptLookupDrafter(Drafter):
     """Drafts by copying from the row's own history."""
 
     name = "lookup"
+    kind = SpecMethod.PROMPT_LOOKUP.value
 
     def __init__(self, *, search_window: int = DEFAULT_SEARCH_WINDOW) -> None:
         self.search_window = search_window

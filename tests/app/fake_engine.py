@@ -237,6 +237,8 @@ class FakeEngine:
                 spec.draft_tokens += 1
                 spec.accepted_tokens += int(drafted)
                 spec.rounds += 1
+                kind = "head" if i % 4 == 3 else "lookup"  # as an auto chat with a head drafts
+                spec.rounds_by_drafter[kind] = spec.rounds_by_drafter.get(kind, 0) + 1
                 spec.target_forwards += 1
                 spec.emitted_tokens += 1
                 spec.forwards_saved += int(drafted)

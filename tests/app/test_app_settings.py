@@ -9,7 +9,7 @@ import dataclasses
 from apphelpers import ARTIFACTS, spin
 from PySide6.QtCore import Qt
 
-from app.settings.chat_settings import SPEC_METHOD_DESCRIPTIONS
+from app.settings.chat_settings import SPEC_METHOD_DESCRIPTIONS, describe_drafters
 from app.theme import theme_manager
 from engine.requests import ModelInfo
 
@@ -161,3 +161,10 @@ def test_draft_method_names_the_models_own_draft_head(qtbot, window):
     assert form.draft_model.itemText(0) == NO_DRAFT_TEXT
     assert "draft head" not in form.method_help.text()
     _pick(form, "off")
+
+
+def test_who_drafted_a_reply_is_said_as_shares_the_most_first():
+    assert describe_drafters({}) == "–"
+    assert describe_drafters({"lookup": 5}) == "Prompt lookup"
+    assert describe_drafters({"head": 1, "lookup": 3}) == "Prompt lookup 75% · Draft head 25%"
+    assert describe_drafters({"mtp": 2, "draft": 2, "synthetic": 0}) == "MTP 50% · Draft model 50%"

@@ -206,6 +206,7 @@ def test_reply_stats_keep_everything_the_panel_shows(store):
             drafted_by_position=[4, 4, 4],
             target_forwards=5,
             emitted_tokens=12,
+            rounds_by_drafter={"lookup": 3, "head": 1},
         ),
         context_tokens=52,
         plain_tokens_per_s=15.0,

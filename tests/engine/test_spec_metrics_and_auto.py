@@ -19,7 +19,12 @@ from engine.speculative.auto import (
     RowAcceptance,
     expected_tokens,
 )
-from engine.speculative.metrics import RecentAcceptance, RecentTotals, record_forward
+from engine.speculative.metrics import (
+    RecentAcceptance,
+    RecentTotals,
+    record_forward,
+    record_round,
+)
 from engine.speculative.policy import SpeculationPolicy, draft_drafter_name
 from tests.engine.engine_harness import P_A, P_B, P_C, collect, synthetic, with_engine
 
@@ -63,6 +68,24 @@ def test_forwards_saved_never_decreases_while_a_reply_runs(tiny):
     assert seen == sorted(seen)
     assert engine_stats.spec.forwards_saved == seen[-1]
     assert engine_stats.spec_recent.forwards_saved == seen[-1]  # all inside the last minute
+    # every round is counted by who drafted it, in the reply and in the engine's totals
+    assert engine_stats.spec.rounds_by_drafter == {"synthetic": engine_stats.spec.rounds}
+    assert engine_stats.spec_recent.rounds_by_drafter == engine_stats.spec.rounds_by_drafter
+
+
+def test_rounds_are_counted_by_drafter_and_totals_add_and_subtract_them():
+    spec = SpecStats()
+    record_round(spec, [1, 2], 1, draft_s=0, verify_s=0, sample_s=0, drafter="lookup")
+    record_round(spec, [1], 0, draft_s=0, verify_s=0, sample_s=0, drafter="head")
+    record_round(spec, [1], 1, draft_s=0, verify_s=0, sample_s=0, drafter="lookup")
+    record_round(spec, [], 0, draft_s=0, verify_s=0, sample_s=0, drafter="lookup")  # no draft
+    assert spec.rounds == 3 and spec.rounds_by_drafter == {"lookup": 2, "head": 1}
+    totals = SpecStats()
+    totals.add(spec)
+    totals.add(spec)
+    assert totals.rounds_by_drafter == {"lookup": 4, "head": 2}
+    earlier = SpecStats(rounds_by_drafter={"lookup": 4})
+    assert totals.minus(earlier).rounds_by_drafter == {"head": 2}
 
 
 def test_record_forward_and_recent_windows():

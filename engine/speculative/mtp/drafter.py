@@ -43,6 +43,7 @@ class MtpDrafter(Drafter):
     """Drafts with the MTP layer loaded from the target's checkpoint."""
 
     name = SpecMethod.MTP.value
+    kind = SpecMethod.MTP.value
     wants_hidden_states = True
 
     def __init__(self, target_model: Any, mtp: MtpModule, *, identity: str = "mtp") -> None:
