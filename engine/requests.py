@@ -119,9 +119,8 @@ class SpecStats:
     draft_time_s: float = 0.0
     verify_time_s: float = 0.0
     sample_time_s: float = 0.0
-    # verify rounds by who drafted (SpecMethod values, DRAFT_HEAD for a model's trained head;
-    # Drafter.kind):
-    # an "auto" row drafts with its model or by prompt lookup, whichever is kept more
+    # verify rounds by who drafted (Drafter.kind: a SpecMethod value, DRAFT_HEAD for a trained
+    # head); an "auto" row drafts with its model or by prompt lookup, whichever is kept more
     rounds_by_drafter: dict[str, int] = field(default_factory=dict)
 
     @property
