@@ -22,6 +22,7 @@ from engine.requests import (
     SpeculativeParams,
     TokenEvent,
 )
+from engine.speculative.auto import CostModel
 from tests.tiny_models import make_tiny_llama_dir
 
 VOCAB = 49152
@@ -160,3 +161,10 @@ def make_core(tiny, **config):
         **config,
     )
     return EngineCore(loaded, config=config)
+
+
+def measure(costs: CostModel, batch: int, seconds: dict[int, float]) -> None:
+    """Each width timed twice (a shape's first time is left out)."""
+    for _ in range(2):
+        for width, s in seconds.items():
+            costs.record(batch, width, s)
