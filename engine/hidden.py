@@ -14,6 +14,7 @@ the reason (`hidden_problem`).
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -36,7 +37,9 @@ class HiddenTap:
     """Records the input of one module's head call while `active`."""
 
     def __init__(self, module: nn.Module, method: str) -> None:
-        self.module = module
+        # weak: the module holds the tap, and a cycle would keep an unloaded model's head in
+        # memory until Python's collector runs (the app runs it on the GUI thread only)
+        self._module = weakref.ref(module)
         self.method = method  # "__call__" (an untied head) or "as_linear" (tied embeddings)
         self.active = False
         self.calls = 0
@@ -49,9 +52,10 @@ class HiddenTap:
 
     def head(self, hidden: mx.array) -> mx.array:
         """The target's own LM head applied to hidden states (never recorded)."""
+        module = self._module()
         if self.method == "as_linear":
-            return self.module.as_linear(hidden)
-        return self.module(hidden)
+            return module.as_linear(hidden)
+        return module(hidden)
 
 
 def _tapped_class(cls: type, method: str) -> type:

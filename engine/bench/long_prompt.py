@@ -24,6 +24,12 @@ from engine.requests import ErrorEvent, GenerationRequest, TokenEvent
 DEFAULT_LONG_TOKENS = 2048
 DEFAULT_RUNNING = 3
 DEFAULT_CHAT_TOKENS = 2000
+# (gap factor, prompt chunks share the decode step's forward): now, before sharing, before pacing
+DEFAULT_CONFIGS = (
+    (DEFAULT_PREFILL_GAP_FACTOR, True),
+    (DEFAULT_PREFILL_GAP_FACTOR, False),
+    (None, True),
+)
 
 
 def p99(values: list[float]) -> float:
@@ -73,11 +79,13 @@ async def measure(
     prefill_chunk: int | None,
     settle_tokens: int,
     gap_factor: float | None,
+    packed: bool = True,
 ) -> dict[str, Any]:
     config = EngineConfig(
         model=model,
         prefill_chunk=prefill_chunk,
         prefill_gap_factor=gap_factor,
+        packed_prefill=packed,
         prompt_cache=False,
         log_blas=False,
         stream_interval_s=0.0,
@@ -123,6 +131,7 @@ async def measure(
     await gaps_with(True)  # warm-up: the shapes a paced prompt goes through
     quiet, _ = await gaps_with(False)
     busy, ttft = await gaps_with(True)
+    timing = await engine.run_on_engine_thread(lambda: engine._worker.core_for().scheduler.timing)
     await engine.stop()
     return {
         "workload": "long-prompt",
@@ -130,6 +139,7 @@ async def measure(
         "running_chats": running,
         "prefill_chunk": config.step_prefill_chunk(),
         "prefill_gap_factor": gap_factor,
+        "packed_prefill": packed,
         "gap_p99_without_s": round(p99(quiet), 4),
         "gap_median_without_s": round(statistics.median(quiet), 4),
         "gap_p99_with_long_prompt_s": round(p99(busy), 4),
@@ -137,13 +147,17 @@ async def measure(
         "long_prompt_ttft_alone_s": round(alone, 3),
         "long_prompt_ttft_beside_chats_s": round(ttft or 0.0, 3),
         "ttft_ratio": round((ttft or 0.0) / alone, 3),
+        # over the engine's life (three long prompts): steps whose forward carried a chunk
+        "shared_steps": timing.shared_steps,
+        "shared_prompt_tokens": timing.shared_tokens,
     }
 
 
 def run_sync(
     model: str | None, *, long_tokens: int, prefill_chunk: int | None
 ) -> list[dict[str, Any]]:
-    """Paced prefill (the default) and whole chunks (before the pacer), one after the other."""
+    """Paced prefill sharing the decode step's forward (the default), paced in forwards of its
+    own (before it), and whole chunks (before the pacer), one after the other."""
     return [
         asyncio.run(
             measure(
@@ -153,15 +167,16 @@ def run_sync(
                 prefill_chunk=prefill_chunk,
                 settle_tokens=5,
                 gap_factor=factor,
+                packed=packed,
             )
         )
-        for factor in (DEFAULT_PREFILL_GAP_FACTOR, None)
+        for factor, packed in DEFAULT_CONFIGS
     ]
 
 
 def print_long_prompt(row: dict[str, Any]) -> None:
     print(
-        f"gap factor {row['prefill_gap_factor']}: long prompt {row['long_prompt_tokens']} tokens beside {row['running_chats']} chats: "
+        f"gap factor {row['prefill_gap_factor']}, shared forward {row.get('packed_prefill')}: long prompt {row['long_prompt_tokens']} tokens beside {row['running_chats']} chats: "
         f"p99 gap {row['gap_p99_with_long_prompt_s']:.3f}s vs {row['gap_p99_without_s']:.3f}s "
         f"(x{row['gap_ratio']}); first token {row['long_prompt_ttft_beside_chats_s']:.2f}s vs "
         f"{row['long_prompt_ttft_alone_s']:.2f}s alone (x{row['ttft_ratio']})",

@@ -31,6 +31,7 @@ from engine.cache.cache_list import cache_arrays, leaves
 from engine.cache.kv_quant import KVQuant, extend_layer, quantize_batch_cache
 from engine.cache.ragged import RaggedBatchKVCache
 from engine.cache.recurrent import RecurrentSnapshot, has_recurrent, is_recurrent, set_lengths
+from engine.core.packed_forward import Part, packed_forward
 from engine.core.request_state import RequestState
 from engine.hidden import split_forward
 from engine.requests import SpecMethod
@@ -84,6 +85,7 @@ class DecodeBatch:
         self.wants_hidden = False
         self.step_hidden: mx.array | None = None
         self.step_starts: list[int] = []
+        self.rider_states: list[mx.array | None] = []  # the last step's riders' hidden states
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -226,14 +228,18 @@ class DecodeBatch:
 
     # -- plain decoding --------------------------------------------------------------------------
 
-    def step_launch(self) -> tuple[mx.array, list[bool]]:
+    def step_launch(
+        self, riders: list[Part] | None = None, *, rider_hidden: bool = False
+    ) -> tuple[mx.array, list[bool]]:
         """Queue one decode step (pipelined); `step_collect` then reads back what the previous
-        step produced. Returns what `step_collect` needs."""
+        step produced. Returns what `step_collect` needs. `riders`: prompt chunks that share the
+        step's forward (engine/core/packed_forward.py); their hidden states, when
+        `rider_hidden`, are left in `rider_states`."""
         assert self.inputs is not None
         self._last_round = None
         inputs, fresh = self.inputs, self.input_is_sampled
         contexts = [self._context(i, inputs) for i in range(len(self.rows))]
-        hidden, logits = self._forward(inputs[:, None])
+        hidden, logits = self._forward(inputs[:, None], riders, rider_hidden)
         logits = logits[:, -1, :]
         quantize_batch_cache(self.cache, self.kv)
         # the token sampled now follows the pending input when that is a new token too
@@ -284,9 +290,18 @@ class DecodeBatch:
         """Some row has kept tokens to feed again (recurrent layers only)."""
         return any(self.replay)
 
-    def verify_launch(self, pending: list[int], drafts: list[list[int]]) -> Verify:
+    def verify_launch(
+        self,
+        pending: list[int],
+        drafts: list[list[int]],
+        riders: list[Part] | None = None,
+        *,
+        rider_hidden: bool = False,
+    ) -> Verify:
         """Queue one target forward over every row's replayed tokens, pending input and draft
-        (right-padded), and return at once so host work can overlap it."""
+        (right-padded), and return at once so host work can overlap it. `riders` as in
+        `step_launch` (not beside recurrent layers: their capture would take the chunks in)."""
+        assert not (riders and self.recurrent)
         self._last_round = None
         if self.solo:
             self._leave_solo()
@@ -300,7 +315,7 @@ class DecodeBatch:
         tokens = mx.array([row + [0] * (width - len(row)) for row in x], dtype=mx.uint32)
         try:
             with recurrent_capture.capturing(self.recurrent and self.recompute) as capture:
-                hidden, logits = self._forward(tokens)
+                hidden, logits = self._forward(tokens, riders, rider_hidden)
         finally:
             if self.recurrent:
                 set_lengths(self.cache, None)
@@ -310,7 +325,15 @@ class DecodeBatch:
         self._verify = Verify(x, drafts, logits, snapshot, starts, hidden, capture)
         return self._verify
 
-    def _forward(self, tokens: mx.array) -> tuple[mx.array | None, mx.array]:
+    def _forward(
+        self, tokens: mx.array, riders: list[Part] | None = None, rider_hidden: bool = False
+    ) -> tuple[mx.array | None, mx.array]:
+        if riders:
+            parts = [Part(tokens, self.cache), *riders]
+            wanted = self.wants_hidden or rider_hidden
+            (hidden, logits), *rest = packed_forward(self.model, parts, hidden=wanted)
+            self.rider_states = [h for h, _ in rest]
+            return (hidden if self.wants_hidden else None), logits
         if self.wants_hidden:
             return split_forward(self.model, tokens, self.cache)
         return None, self.model(tokens, cache=self.cache)

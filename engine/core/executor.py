@@ -16,20 +16,28 @@ from collections.abc import Callable
 from typing import Any
 
 import mlx.core as mx
-from mlx_lm.models.cache import can_trim_prompt_cache, make_prompt_cache
+from mlx_lm.models.cache import make_prompt_cache
 
 from engine.cache import LOADING
 from engine.cache.kv_quant import KVQuant, quantize_row_cache
 from engine.config import EngineConfig
+from engine.core import packed_forward
 from engine.core.batch import DecodeBatch
+from engine.core.cache_handoff import publish_prompt, publish_row
 from engine.core.drafter_inputs import DrafterInputs
-from engine.core.prefill import PrefillWork, prefill_alone, prefill_together
+from engine.core.prefill import (
+    PrefillWork,
+    finish_rider,
+    prefill_alone,
+    prefill_together,
+    restore_rider,
+    rider,
+)
+from engine.core.proposals import propose
 from engine.core.recovery import recover_batch
 from engine.core.request_state import RequestState
 from engine.core.step_plan import CacheHit, DecodeRow, StepOutput, StepPlan, TokenRun
-from engine.requests import SpecMethod
-from engine.speculative.drafter import Drafter, DraftRow, VerifyFeedback, proposes_for_itself
-from engine.speculative.prompt_lookup import DEFAULT_SEARCH_WINDOW, strong_match
+from engine.speculative.drafter import Drafter, VerifyFeedback, proposes_for_itself
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +66,8 @@ class ModelExecutor:
         self._last_drafts: dict[str, list[int]] = {}  # this round's drafts, to find a bad row
         self.steps = 0
         self.batched_prefill = True  # several prompts in one forward (engine/core/prefill.py)
+        # prompt chunks ride along on a plain decode step (engine/core/packed_forward.py)
+        self.packing = config.packed_prefill and packed_forward.enable(self.model) is None
         # the last step, when it only decoded: (rows, width, when it began); its cost is the
         # time to the next step's start, all of it (what auto weighs a round against a step)
         self._timed_step: tuple[int, int, float] | None = None
@@ -80,14 +90,17 @@ class ModelExecutor:
         if plan.join:
             caches = [self.prefilling.pop(state.request_id) for state in plan.join]
             for state, row_cache in zip(plan.join, caches):
-                self._publish_prompt(state, row_cache)
+                publish_prompt(self.reuse, state, row_cache)
             self.batch.add_rows(plan.join, caches, [s.prompt[-1] for s in plan.join])
+        work = self._prefill_work(plan)
+        riders = work if self._may_share(work) else []
+        carried = False
         if plan.decode:
-            self._decode(plan.decode, out, while_waiting)
+            carried = self._decode(plan.decode, out, while_waiting, riders)
         else:
             while_waiting()
         if plan.prefill:
-            self._prefill(plan, out)
+            self._prefill(plan, out, work, carried=carried)
         for state in plan.admit:
             self._admit(state, out)
         only_decoded = not (plan.leave or plan.join or plan.prefill or plan.admit)
@@ -112,7 +125,7 @@ class ModelExecutor:
     def _leave(self, states: list[RequestState]) -> None:
         in_batch = [s for s in states if any(s is row for row in self.batch.rows)]
         for state in in_batch:
-            self._publish(state)
+            publish_row(self.reuse, self.batch, self.inputs, state)
         self.batch.remove(in_batch)
         for state in states:
             self.prefilling.pop(state.request_id, None)
@@ -120,48 +133,6 @@ class ModelExecutor:
         self.inputs.hidden.forget(ids)
         for drafter in self.drafters.values():
             drafter.forget(ids)
-
-    def _publish(self, state: RequestState) -> None:
-        """Store a leaving row's caches under the tokens they hold (its reply's EOS included
-        when it was fed)."""
-        if self.reuse is None:
-            return
-        fed = state.prompt + state.generated
-        if state.eos_token is not None:
-            fed.append(state.eos_token)
-        try:
-            held = self.batch.lengths[self.batch.index(state)]
-            draft = self.inputs.export(state, held)
-            want = min(held, len(fed), *([draft[0].offset] if draft is not None else []))
-            # a row that finished inside its draft holds positions past its reply, and a
-            # drafter cache may lack the last pair (the token after is not known yet): store
-            # what both hold, recurrent state recomputed (engine/core/batch.py, extract_at)
-            target = self.batch.extract_at(state, want) if want < held else None
-            if target is not None:
-                fed, held = fed[:want], want
-            else:
-                target = self.batch.extract(state)
-                if draft is not None and draft[0].offset < held:
-                    if can_trim_prompt_cache(target):
-                        fed = fed[: draft[0].offset]
-                    else:  # recurrent state past the drafter's last pair: the target alone
-                        draft = None
-                        self.reuse.cache.count_skip("draft-mismatch")
-            self.reuse.publish(fed, target, held=held, draft=draft)
-        except Exception:  # noqa: BLE001 - caching is best effort
-            log.exception("could not store the prompt cache of %s", state.request_id)
-
-    def _publish_prompt(self, state: RequestState, row_cache: list[Any]) -> None:
-        """A cache that cannot be trimmed (recurrent state, a wrapped sliding window) can later
-        serve only prompts it is a whole prefix of: store it at the prompt's end too, so that
-        regenerating or editing this reply starts warm."""
-        if self.reuse is None or can_trim_prompt_cache(row_cache):
-            return
-        held = len(state.prompt) - 1
-        try:
-            self.reuse.publish(state.prompt[:held], row_cache, held=held)
-        except Exception:  # noqa: BLE001 - caching is best effort
-            log.exception("could not store the prompt of %s", state.request_id)
 
     def _admit(self, state: RequestState, out: StepOutput) -> None:
         cache = None
@@ -186,19 +157,32 @@ class ModelExecutor:
 
     # -- prompt processing ---------------------------------------------------------------------
 
-    def _prefill(self, plan: StepPlan, out: StepOutput) -> None:
-        work = [
+    def _prefill_work(self, plan: StepPlan) -> list[PrefillWork]:
+        return [
             PrefillWork(
                 c.state.request_id,
                 self.prefilling[c.state.request_id],
                 c.state.prompt[c.state.prefilled : c.state.prefilled + c.tokens],
                 wants_hidden=self.inputs.wants_hidden(c.state),
+                held=c.state.prefilled,
             )
             for c in plan.prefill
             if c.tokens > 0
         ]
-        together = self.batched_prefill and len(work) > 1
-        left = prefill_together(work, self.model, self.kv) if together else work
+
+    def _prefill(
+        self, plan: StepPlan, out: StepOutput, work: list[PrefillWork], *, carried: bool
+    ) -> None:
+        """The step's prompt chunks: done already when they rode on the decode step
+        (`carried`), else in forwards of their own."""
+        if carried:
+            left = []
+            for item, hidden in zip(work, self.batch.rider_states):
+                finish_rider(item, hidden, self.kv)
+        else:  # not those a failed shared forward could not restore
+            work = [w for w in work if w.request_id not in out.failed]
+            together = self.batched_prefill and len(work) > 1
+            left = prefill_together(work, self.model, self.kv) if together else work
         for item in left:
             try:
                 prefill_alone(item, self.model, self.kv)
@@ -217,20 +201,49 @@ class ModelExecutor:
 
     # -- decoding ------------------------------------------------------------------------------
 
-    def _decode(self, rows: list[DecodeRow], out: StepOutput, while_waiting) -> None:
+    def _decode(
+        self, rows: list[DecodeRow], out: StepOutput, while_waiting, riders: list[PrefillWork]
+    ) -> bool:
+        """One plain step or verify round; returns whether the `riders` (prompt chunks) shared
+        its forward (a verify forward beside recurrent layers takes none)."""
         by_row = {id(r.state): r for r in rows}
         plan = [by_row.get(id(state)) or DecodeRow(state) for state in self.batch.rows]
         self.batch.wants_hidden = any(self.inputs.wants_hidden(s) for s in self.batch.rows)
         try:
             if any(r.k for r in plan) or self.batch.replaying:
-                self._verify_round(plan, out, while_waiting)
-            else:
-                self._plain_step(out, while_waiting)
+                return self._verify_round(plan, out, while_waiting, riders)
+            return self._plain_step(out, while_waiting, riders)
         except Exception as exc:  # noqa: BLE001 - find the row that caused it
             log.warning("a decode step failed: %s", exc, exc_info=True)
             probes = self._probes(plan)
-            for rid, message in recover_batch(self.batch, exc, probes).items():
+            failed = recover_batch(self.batch, exc, probes, shared=bool(riders))
+            for rid, message in failed.items():
                 out.fail(rid, message)
+            if riders:
+                self._unpack(riders, exc, out, rows_failed=bool(failed))
+            return False
+
+    def _may_share(self, work: list[PrefillWork]) -> bool:
+        """Prompt chunks ride on the decode step when there are rows to ride on and the chunks
+        would not share a forward of their own: several prompts run in one padded forward
+        (`prefill_together`), where their attention runs batched; beside the decode rows each
+        would run its attention alone."""
+        if not (work and self.packing and self.batch.rows) or self.batch.unbatched:
+            return False
+        return len(work) == 1 or not self.batched_prefill
+
+    def _unpack(
+        self, riders: list[PrefillWork], exc: Exception, out: StepOutput, *, rows_failed: bool
+    ) -> None:
+        """A forward shared with prompt chunks failed: the chunks go back to where they were
+        (to run in forwards of their own), and when no row failed alone, sharing is to blame."""
+        if not rows_failed:
+            log.warning("a decode step shared with prompt chunks failed; no more sharing")
+            self.packing = False
+        for item in riders:
+            if not restore_rider(item):
+                self.prefilling.pop(item.request_id, None)
+                out.fail(item.request_id, f"prompt processing failed: {exc}")
 
     def _probes(self, plan: list[DecodeRow]) -> list[list[int]]:
         """The inputs each row had in the failed step: its pending token and its draft."""
@@ -244,17 +257,22 @@ class ModelExecutor:
             for replay, t, r in zip(self.batch.replay, pending, plan)
         ]
 
-    def _plain_step(self, out: StepOutput, while_waiting) -> None:
+    def _plain_step(
+        self, out: StepOutput, while_waiting, riders: list[PrefillWork] | None = None
+    ) -> bool:
         batch = self.batch
         start = time.perf_counter()
         self._last_drafts = {}
-        launched = batch.step_launch()
+        riders = riders or []
+        wanted = any(w.wants_hidden for w in riders)
+        launched = batch.step_launch([rider(w) for w in riders], rider_hidden=wanted)
         t_launched = time.perf_counter()
         if batch.step_hidden is not None:
             self.inputs.keep_step(batch.rows, batch.step_hidden, batch.step_starts)
         while_waiting()
         t_wait = time.perf_counter()
         collected = batch.step_collect(launched)
+        self._finish_riders(riders or [], batch.inputs, out)
         t_collected = time.perf_counter()
         for state, token in collected:
             out.add_run(state.request_id, TokenRun([token]))
@@ -266,10 +284,22 @@ class ModelExecutor:
         out.timing.plain_s += elapsed
         out.timing.plain_launch_s += t_launched - start
         out.timing.plain_wait_s += t_collected - t_wait
+        return bool(riders)
 
-    def _verify_round(self, plan: list[DecodeRow], out: StepOutput, while_waiting) -> None:
+    def _finish_riders(self, riders: list[PrefillWork], outputs: Any, out: StepOutput) -> None:
+        """Prompt chunks that shared the forward are done within their step, as a forward of
+        their own is (so the pacer's step times stay whole)."""
+        if riders:
+            mx.eval(outputs, [c.state for w in riders for c in w.cache])
+            out.timing.shared_steps += 1
+            out.timing.shared_tokens += sum(len(w.tokens) for w in riders)
+
+    def _verify_round(
+        self, plan: list[DecodeRow], out: StepOutput, while_waiting, riders: list[PrefillWork]
+    ) -> bool:
         """Draft for every row that speculates, verify all rows in one target forward, keep
-        each row's accepted prefix plus the target's own next token, roll back the rest."""
+        each row's accepted prefix plus the target's own next token, roll back the rest.
+        Returns whether `riders` shared the forward."""
         batch = self.batch
         t0 = time.perf_counter()
         for state, token in batch.flush():
@@ -283,14 +313,19 @@ class ModelExecutor:
         self._last_drafts = {r.state.request_id: d for r, d in zip(plan, drafts) if d}
         t1 = time.perf_counter()
         if not any(drafts) and not batch.replaying:
-            self._plain_step(out, while_waiting)
+            carried = self._plain_step(out, while_waiting, riders)
             out.timing.plan_s += t1 - t0
-            return
-        verify = batch.verify_launch(pending, drafts)
+            return carried
+        if batch.recurrent:
+            riders = []
+        wanted = any(w.wants_hidden for w in riders)
+        parts = [rider(w) for w in riders]
+        verify = batch.verify_launch(pending, drafts, parts, rider_hidden=wanted)
         t_launched = time.perf_counter()
         while_waiting()
         t_streamed = time.perf_counter()
         targets, failures = batch.verify_collect(verify, histories)
+        self._finish_riders(riders, verify.logits, out)
         t2 = time.perf_counter()
         kept, next_inputs = [], []
         feedback: dict[str, list[VerifyFeedback]] = {}
@@ -329,66 +364,16 @@ class ModelExecutor:
         timing.forward_s += verify_s
         timing.rollback_s += t3 - t2
         timing.output_s += t_streamed - t_launched
+        return bool(riders)
 
     def _propose(
         self, plan: list[DecodeRow], histories: list[list[int]], out: StepOutput
     ) -> tuple[list[list[int]], list[str | None]]:
-        """Each row's draft and the drafter that made it. A row marked `lookup_first` drafts a
-        strong prompt-lookup match when it has one (its own drafter's inputs wait for the next
-        round it drafts); then each drafter proposes for its rows at once; when that raises,
-        row by row, and a row that fails alone fails."""
-        drafts: list[list[int]] = [[] for _ in plan]
-        used: list[str | None] = [row.drafter for row in plan]
-        groups: dict[str, list[int]] = {}
-        for i, row in enumerate(plan):
-            if not row.k or row.drafter is None or row.state.request_id in out.failed:
-                continue
-            if row.lookup_first:
-                params = row.state.request.speculative
-                match = strong_match(
-                    histories[i], row.k, ngram_max=params.ngram_max, window=DEFAULT_SEARCH_WINDOW
-                )
-                if match:
-                    drafts[i], used[i] = match, SpecMethod.PROMPT_LOOKUP.value
-                    continue
-            groups.setdefault(row.drafter, []).append(i)
-        for name, indices in groups.items():
-            drafter = self.drafters[name]
-            hidden = drafter.wants_hidden_states
-            rows = [self._draft_row(plan[i], histories[i], hidden) for i in indices]
-            try:
-                proposals = drafter.propose(rows)
-            except Exception:  # noqa: BLE001 - find the row
-                log.warning("drafter %s failed; trying its rows one by one", name, exc_info=True)
-                proposals = []
-                for row in rows:
-                    try:
-                        proposals.append(drafter.propose([row])[0])
-                    except Exception as exc:  # noqa: BLE001 - this row fails alone
-                        out.fail(row.request_id, f"drafting failed: {exc}")
-                        proposals.append([])
-            for i, proposal in zip(indices, proposals):
-                drafts[i] = [int(t) for t in proposal[: plan[i].k]]
-        return drafts, used
+        return propose(self.drafters, self.inputs, plan, histories, out)  # timed by part_timing
 
     def _drafter_kind(self, name: str | None) -> str | None:
         drafter = self.drafters.get(name) if name is not None else None
         return (drafter.kind or drafter.name) if drafter is not None else name
-
-    # -- hidden states for drafters that read them --------------------------------------------
-
-    def _draft_row(self, row: DecodeRow, history: list[int], hidden: bool) -> DraftRow:
-        state = row.state
-        states, start = self.inputs.take(state.request_id) if hidden else (None, 0)
-        return DraftRow(
-            request_id=state.request_id,
-            prompt=state.prompt,
-            generated=history[len(state.prompt) :],
-            k=row.k,
-            params=state.request.speculative,
-            hidden=states,
-            hidden_start=start,
-        )
 
 
 def _fresh_tokens(out: StepOutput, rows: list[RequestState]) -> list[list[int]]:

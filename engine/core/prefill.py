@@ -21,6 +21,8 @@ from typing import Any
 import mlx.core as mx
 
 from engine.cache.kv_quant import KVQuant, cache_signature, merge_layer, quantize_row_cache
+from engine.core.packed_forward import Part
+from engine.core.recovery import trim_to
 from engine.hidden import split_forward
 
 log = logging.getLogger(__name__)
@@ -35,6 +37,7 @@ class PrefillWork:
     tokens: list[int]
     wants_hidden: bool = False  # its drafter reads hidden states: set `hidden` [n, d]
     hidden: Any = None
+    held: int = 0  # positions its cache held before this chunk
 
 
 def prefill_alone(work: PrefillWork, model: Any, kv: KVQuant | None = None) -> None:
@@ -46,6 +49,29 @@ def prefill_alone(work: PrefillWork, model: Any, kv: KVQuant | None = None) -> N
         model(x, cache=work.cache)
     quantize_row_cache(work.cache, kv)
     mx.eval([c.state for c in work.cache], [work.hidden] if work.wants_hidden else [])
+
+
+def rider(work: PrefillWork) -> Part:
+    """The chunk as a part of the decoding rows' forward (engine/core/packed_forward.py)."""
+    return Part(mx.array(work.tokens, dtype=mx.uint32)[None], work.cache)
+
+
+def finish_rider(work: PrefillWork, hidden: Any, kv: KVQuant | None = None) -> None:
+    """After the shared forward: what `prefill_alone` does after its own."""
+    quantize_row_cache(work.cache, kv)
+    if work.wants_hidden:
+        work.hidden = hidden[0]
+    mx.eval([c.state for c in work.cache], [work.hidden] if work.wants_hidden else [])
+
+
+def restore_rider(work: PrefillWork) -> bool:
+    """After a shared forward failed: the chunk's cache back to the positions it held before
+    (False: it cannot be, e.g. recurrent state already overwritten)."""
+    try:
+        return trim_to(work.cache, work.held)
+    except Exception:  # noqa: BLE001 - that prompt cannot be saved
+        log.exception("could not restore the prompt cache of %s", work.request_id)
+        return False
 
 
 def prefill_together(

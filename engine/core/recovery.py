@@ -31,9 +31,12 @@ class _Row:
     length: int
 
 
-def recover_batch(batch: DecodeBatch, error: Exception, probes: list[list[int]]) -> dict[str, str]:
+def recover_batch(
+    batch: DecodeBatch, error: Exception, probes: list[list[int]], *, shared: bool = False
+) -> dict[str, str]:
     """Rebuild `batch` without the rows that fail alone on their `probes[i]` inputs; returns
-    the failed rows' messages by request id (every row, when none fails alone)."""
+    the failed rows' messages by request id (every row, when none fails alone, unless the
+    forward was `shared` with prompt chunks: then those are to blame, and every row stays)."""
     message = f"decoding failed: {error}"
     rows = list(batch.rows)
     try:
@@ -54,7 +57,7 @@ def recover_batch(batch: DecodeBatch, error: Exception, probes: list[list[int]])
             failed[state.request_id] = message
         else:
             survivors.append(row)
-    if not failed:  # it only fails in company: no row can be told apart
+    if not failed and not shared:  # it only fails in company: no row can be told apart
         failed = {s.request_id: message for s in rows}
         survivors = []
     batch.keep([])
@@ -71,13 +74,13 @@ def _single_row(batch: DecodeBatch, i: int) -> list[Any] | None:
     e.g. a wrapped sliding window or recurrent state already overwritten)."""
     try:
         cache = batch.extract(batch.rows[i])
-        return cache if _trim_to(cache, batch.lengths[i]) else None
+        return cache if trim_to(cache, batch.lengths[i]) else None
     except Exception:  # noqa: BLE001 - that row cannot be saved
         log.exception("could not take row %d out of the batch", i)
         return None
 
 
-def _trim_to(cache: list[Any], length: int) -> bool:
+def trim_to(cache: list[Any], length: int) -> bool:
     """Trim every layer back to `length` positions; False when a layer cannot be (recurrent
     state, whose earlier value the failed forward has replaced)."""
     for layer in cache:
@@ -98,4 +101,4 @@ def _fails_alone(model: Any, row: _Row, probe: list[int]) -> bool:
         mx.eval(logits)
     except Exception:  # noqa: BLE001 - this is the row
         return True
-    return not _trim_to(row.cache, row.length)
+    return not trim_to(row.cache, row.length)

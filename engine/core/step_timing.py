@@ -14,6 +14,8 @@ class StepTiming:
     plain_s: float = 0.0  # pipelined steps: about one forward each
     plain_launch_s: float = 0.0  # building and queueing the next forward (host work)
     plain_wait_s: float = 0.0  # waiting for the previous forward's tokens
+    shared_steps: int = 0  # plain steps whose forward carried prompt chunks too
+    shared_tokens: int = 0  # the prompt tokens those carried
     verify_rounds: int = 0
     plan_s: float = 0.0  # choosing k and proposing host-side drafts (lookup, synthetic)
     draft_model_s: float = 0.0  # the draft model's forwards

@@ -13,6 +13,7 @@ from mlx_lm.generate import stream_generate
 
 from engine.api import Engine, EngineConfig
 from engine.bench.synthetic import SyntheticDrafter
+from engine.core.engine_core import EngineCore
 from engine.requests import (
     ErrorEvent,
     FinishedEvent,
@@ -27,6 +28,7 @@ from tests.tiny_models import make_tiny_llama_dir
 
 VOCAB = 49152
 TIMEOUT_S = 60.0  # no test here should come near this; it only turns a hang into a failure
+DRIVER_TOKENS = 24  # a Driver request's default reply length
 SEEDED = SamplingParams(temperature=0.8, top_p=0.9, seed=123)
 
 
@@ -161,6 +163,44 @@ def make_core(tiny, **config):
         **config,
     )
     return EngineCore(loaded, config=config)
+
+
+class Driver:
+    """Steps an EngineCore, collecting each request's tokens and the batch's mode per step."""
+
+    def __init__(self, core: EngineCore) -> None:
+        self.core = core
+        self.tokens: dict[str, list[int]] = {}
+        self.modes: list[tuple[int, bool]] = []  # (rows in the batch, solo) after each step
+
+    def add(self, prompt: list[int], max_tokens: int = DRIVER_TOKENS, **kwargs) -> str:
+        request = GenerationRequest(prompt_tokens=prompt, max_tokens=max_tokens, **kwargs)
+        self.tokens[request.request_id] = []
+        self.core.add(request)
+        return request.request_id
+
+    def step(self) -> None:
+        for event in self.core.step():
+            if isinstance(event, ErrorEvent):
+                raise AssertionError(event.message)
+            if isinstance(event, TokenEvent):
+                self.tokens[event.request_id].extend(event.token_ids)
+        batch = self.core.executor.batch
+        self.modes.append((len(batch), batch.solo))
+
+    def until(self, predicate, limit: int = 400) -> None:
+        for _ in range(limit):
+            if predicate():
+                return
+            self.step()
+        raise AssertionError("the engine never got there")
+
+    def finish(self) -> None:
+        self.until(lambda: not self.core.has_work())
+
+    @property
+    def batch(self):
+        return self.core.executor.batch
 
 
 def measure(costs: CostModel, batch: int, seconds: dict[int, float]) -> None:

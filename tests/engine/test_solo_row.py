@@ -8,52 +8,13 @@ from __future__ import annotations
 import pytest
 from mlx_lm.models.cache import KVCache
 
-from engine.core.engine_core import EngineCore
-from engine.requests import ErrorEvent, GenerationRequest, SpecMethod, SpeculativeParams, TokenEvent
-from tests.engine.engine_harness import P_A, P_B, P_C, make_core, synthetic
+from engine.requests import SpecMethod, SpeculativeParams
+from tests.engine.engine_harness import P_A, P_B, P_C, Driver, make_core, synthetic
 
 pytestmark = pytest.mark.timeout(120)
 
 N = 24
 LOOKUP = SpeculativeParams(method=SpecMethod.PROMPT_LOOKUP, draft_tokens=3)
-
-
-class Driver:
-    """Steps an EngineCore, collecting each request's tokens and the batch's mode per step."""
-
-    def __init__(self, core: EngineCore) -> None:
-        self.core = core
-        self.tokens: dict[str, list[int]] = {}
-        self.modes: list[tuple[int, bool]] = []  # (rows in the batch, solo) after each step
-
-    def add(self, prompt: list[int], max_tokens: int = N, **kwargs) -> str:
-        request = GenerationRequest(prompt_tokens=prompt, max_tokens=max_tokens, **kwargs)
-        self.tokens[request.request_id] = []
-        self.core.add(request)
-        return request.request_id
-
-    def step(self) -> None:
-        for event in self.core.step():
-            if isinstance(event, ErrorEvent):
-                raise AssertionError(event.message)
-            if isinstance(event, TokenEvent):
-                self.tokens[event.request_id].extend(event.token_ids)
-        batch = self.core.executor.batch
-        self.modes.append((len(batch), batch.solo))
-
-    def until(self, predicate, limit: int = 400) -> None:
-        for _ in range(limit):
-            if predicate():
-                return
-            self.step()
-        raise AssertionError("the engine never got there")
-
-    def finish(self) -> None:
-        self.until(lambda: not self.core.has_work())
-
-    @property
-    def batch(self):
-        return self.core.executor.batch
 
 
 def test_a_single_plain_row_decodes_on_a_plain_cache(tiny):
