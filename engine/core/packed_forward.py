@@ -88,12 +88,15 @@ def _packed_class(cls: type) -> type:
         return _subclasses.get(cls, cls)
     signature = inspect.signature(cls.__call__)
     names = list(signature.parameters)[1:]  # after self
+    positional = signature.parameters["cache"].kind is inspect.Parameter.POSITIONAL_OR_KEYWORD
+    at = names.index("cache") if positional else len(names)  # else: by keyword only
 
     def call(self, *args, **kwargs):
-        bound = signature.bind(self, *args, **kwargs)
-        packed = bound.arguments.get("cache")
-        if not isinstance(packed, PackedLayerCache):
+        # every forward comes through here: the common case costs a lookup, not a bind
+        packed = kwargs.get("cache", args[at] if len(args) > at else None)
+        if type(packed) is not PackedLayerCache:
             return cls.__call__(self, *args, **kwargs)
+        bound = signature.bind(self, *args, **kwargs)
         x = bound.arguments[names[0]]
         mask = bound.arguments.get("mask")
         outputs, start = [], 0

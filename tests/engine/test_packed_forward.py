@@ -178,3 +178,17 @@ def test_chunks_of_several_prompts_keep_their_batched_forward(tiny):
     executor.batched_prefill = False  # a model whose prompts cannot be padded together
     assert executor._may_share(work)
     drive.finish()
+
+
+def test_a_long_prompt_rides_on_a_lone_row_on_its_own_cache(tiny):
+    """One chat decodes on its plain KVCache (`solo`): the prompt rides on its steps too."""
+    drive = Driver(make_core(tiny))
+    a = drive.add(P_A, max_tokens=48)
+    drive.until(lambda: len(drive.tokens[a]) >= 2)
+    assert drive.batch.solo
+    long = drive.add(LONG, max_tokens=8)
+    drive.until(lambda: drive.core.scheduler.timing.shared_steps >= 2)
+    assert drive.batch.solo  # still on its own cache while the prompt rides
+    drive.finish()
+    assert drive.tokens[a] == tiny.greedy(P_A, 48)
+    assert drive.tokens[long] == tiny.greedy(LONG, 8)
