@@ -72,6 +72,7 @@ class ModelExecutor:
         # time to the next step's start, all of it (what auto weighs a round against a step)
         self._timed_step: tuple[int, int, float] | None = None
         self._step_shape: tuple[int, int] | None = None
+        self._sharing = False  # this step's forward took prompt chunks (a failure: theirs?)
         # hidden states waiting for rows whose drafter reads them (engine/hidden.py), drafter
         # caches for the prompt cache
         self.inputs = DrafterInputs(self.drafters)
@@ -209,6 +210,7 @@ class ModelExecutor:
         by_row = {id(r.state): r for r in rows}
         plan = [by_row.get(id(state)) or DecodeRow(state) for state in self.batch.rows]
         self.batch.wants_hidden = any(self.inputs.wants_hidden(s) for s in self.batch.rows)
+        self._sharing = False  # set where a forward takes the riders
         try:
             if any(r.k for r in plan) or self.batch.replaying:
                 return self._verify_round(plan, out, while_waiting, riders)
@@ -216,10 +218,10 @@ class ModelExecutor:
         except Exception as exc:  # noqa: BLE001 - find the row that caused it
             log.warning("a decode step failed: %s", exc, exc_info=True)
             probes = self._probes(plan)
-            failed = recover_batch(self.batch, exc, probes, shared=bool(riders))
+            failed = recover_batch(self.batch, exc, probes, shared=self._sharing)
             for rid, message in failed.items():
                 out.fail(rid, message)
-            if riders:
+            if self._sharing:
                 self._unpack(riders, exc, out, rows_failed=bool(failed))
             return False
 
@@ -265,6 +267,7 @@ class ModelExecutor:
         self._last_drafts = {}
         riders = riders or []
         wanted = any(w.wants_hidden for w in riders)
+        self._sharing = bool(riders)
         launched = batch.step_launch([rider(w) for w in riders], rider_hidden=wanted)
         t_launched = time.perf_counter()
         if batch.step_hidden is not None:
@@ -272,7 +275,7 @@ class ModelExecutor:
         while_waiting()
         t_wait = time.perf_counter()
         collected = batch.step_collect(launched)
-        self._finish_riders(riders or [], batch.inputs, out)
+        self._finish_riders(riders, batch.inputs, out)
         t_collected = time.perf_counter()
         for state, token in collected:
             out.add_run(state.request_id, TokenRun([token]))
@@ -320,6 +323,7 @@ class ModelExecutor:
             riders = []
         wanted = any(w.wants_hidden for w in riders)
         parts = [rider(w) for w in riders]
+        self._sharing = bool(parts)
         verify = batch.verify_launch(pending, drafts, parts, rider_hidden=wanted)
         t_launched = time.perf_counter()
         while_waiting()

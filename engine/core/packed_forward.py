@@ -121,20 +121,26 @@ def _packed_class(cls: type) -> type:
     return sub
 
 
-def _mixers(model: nn.Module) -> list[nn.Module]:
-    """Each layer's modules that take a cache: the only ones that see other positions."""
+def _takes_cache(module: nn.Module) -> bool:
+    try:
+        return "cache" in inspect.signature(type(module).__call__).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def _mixers(model: nn.Module, *, deepest: bool) -> list[nn.Module]:
+    """Each layer's modules that take a cache: the only ones that see other positions. The
+    outermost such modules, or the innermost (`deepest`: a block that wraps its attention with
+    norms, or an attention module that wraps its core, shares more of its work)."""
     found = []
     for layer in model.layers:
-        for child in layer.children().values():
-            for module in child if isinstance(child, list) else [child]:
-                if not isinstance(module, nn.Module):
-                    continue
-                try:
-                    params = inspect.signature(type(module).__call__).parameters
-                except (TypeError, ValueError):
-                    continue
-                if "cache" in params:
-                    found.append(module)
+        takes = [(name, m) for name, m in layer.named_modules() if name and _takes_cache(m)]
+        names = [name for name, _ in takes]
+        for name, module in takes:
+            inner = any(other.startswith(name + ".") for other in names)
+            outer = any(name.startswith(other + ".") for other in names)
+            if (not inner) if deepest else (not outer):
+                found.append(module)
     return found
 
 
@@ -152,12 +158,27 @@ def enable(model: nn.Module) -> str | None:
 
 
 def _enable(model: nn.Module) -> str | None:
-    try:
-        mixers = _mixers(model)
-    except Exception as exc:  # noqa: BLE001 - any surprise: no packing for this model
-        return f"its layers could not be read: {exc}"
-    if not mixers:
-        return "no layer module takes a cache"
+    """The outermost modules that take a cache first (what a layer hands its cache to); where
+    the check refuses those, the innermost."""
+    problems, tried = [], []
+    for deepest in (False, True):
+        try:
+            mixers = _mixers(model, deepest=deepest)
+        except Exception as exc:  # noqa: BLE001 - any surprise: no packing for this model
+            return f"its layers could not be read: {exc}"
+        if not mixers:
+            return "no layer module takes a cache"
+        if [id(m) for m in mixers] == tried:
+            break  # no module inside another: nothing else to try
+        problem = _try(model, mixers)
+        if problem is None:
+            return None
+        problems.append(problem)
+        tried = [id(m) for m in mixers]
+    return problems[0]
+
+
+def _try(model: nn.Module, mixers: list[nn.Module]) -> str | None:
     originals = [type(m) for m in mixers]
     for module in mixers:
         module.__class__ = _packed_class(type(module))

@@ -18,13 +18,11 @@ REFUSED = {
     "baichuan_m1": "not subscriptable",  # the layer indexes its cache
     "bailing_hybrid": "offset",  # the model reads its caches' offset
     "bailing_moe_linear": "offset",
-    "dbrx": "one vector per position",  # the mixer returns a tuple
     "deepseek_v32": "not subscriptable",
     "deepseek_v41": "merge",  # caches mlx-lm cannot batch
-    "exaone": "no layer module takes a cache",
     "falcon_h1": "not subscriptable",
     "gemma3n": "offset",
-    "gemma4": "one vector per position",
+    "gemma4": "one vector per position",  # its attention returns a tuple
     "gemma4_text": "one vector per position",
     "glm_moe_dsa": "not subscriptable",
     "gpt2": "offset",  # absolute positions
