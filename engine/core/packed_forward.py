@@ -1,21 +1,23 @@
-"""One forward for the decoding rows and the prompt chunks that share their step.
+"""One forward for the decoding rows and the prompt chunk that shares their step.
 
 A step that decodes and prefills used to run two forwards: the batch's decode step, then the
-prompt's chunk. Each forward reads every weight once; on a memory-bound machine (a GPU, Apple
-silicon, a small model on a CPU) that read is most of a decode step, and a long prompt beside
-running chats paid it twice per step (issue 13: its first token 2.3x later than alone on the
+prompt's chunk, each reading every weight. On a memory-bound machine (a GPU, Apple silicon) that
+read is most of a small batch's decode step; on the 2-core CPU sharing it saves 10-28 ms of a
+70 ms step of the default model (`python -m engine.bench.shared_step`). A long prompt beside
+running chats paid it twice per step (issue 13: its first token 1.7-2.3x later than alone on the
 CPU, 3-3.4x on the H200, while the chats kept their gap).
 
 Here the inputs of all parts are laid end to end in one row of tokens, so the embedding, every
-MLP, every norm and the head run once over all of them. Only the sequence mixers (attention,
-recurrences: whatever module of a layer takes a `cache`) are run per part, each on its own
-cache with its own mask, exactly as in a forward of that part alone. Rather than re-implement
-every architecture, each mixer's class is swapped (per instance) for a subclass that splits the
-packed input when it is handed a `PackedLayerCache`, and calls the original otherwise; masks
-come from each part's cache (`PackedLayerCache.make_mask`), with the window and array options the
-model asked for. `enable` checks this once per model on a tiny input against separate forwards;
-a model whose code reads its caches or masks elsewhere (absolute positions from an offset,
-shared KV layers, ...) fails the check and keeps two forwards.
+MLP and every norm run once over all of them, and the head over the decoding rows only. Only the
+sequence mixers (attention, recurrences: the modules of a layer that take a `cache`) run per
+part, each on its own cache with its own mask, exactly as in a forward of that part alone.
+Rather than re-implement every architecture, each mixer's class is swapped (per instance) for a
+subclass that splits the packed input when it is handed a `PackedLayerCache`, and calls the
+original otherwise; masks come from each part's cache (`PackedLayerCache.make_mask`), with the
+window and array options the model asked for. `enable` checks this once per model on a tiny
+input against separate forwards, splitting the outermost modules that take a cache, else the
+innermost; a model whose code reads its caches or masks elsewhere (absolute positions from an
+offset, shared KV layers, ...) fails the check and keeps two forwards.
 """
 
 from __future__ import annotations
@@ -193,6 +195,7 @@ def _try(model: nn.Module, mixers: list[nn.Module]) -> str | None:
 
 
 def supported(model: nn.Module) -> bool:
+    """Whether `enable` found that this model's forwards can be shared."""
     return getattr(model, _STATE_ATTR, "unchecked") is None
 
 
