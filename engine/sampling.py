@@ -47,6 +47,23 @@ class RowSampler:
     def uses_context(self) -> bool:
         return self.params.repetition_penalty != 1.0
 
+    def step_context(self, history: list[int], pending: mx.array | None) -> mx.array | None:
+        """What a decode step's token is penalised against: the history's tail, then the
+        `pending` input (a [1] array not yet read back) when there is one."""
+        if not self.uses_context:
+            return None
+        tail = mx.array(history[-self.params.repetition_context :], dtype=mx.uint32)
+        return tail if pending is None else mx.concatenate([tail, pending])
+
+    def draft_contexts(self, history: list[int], draft: list[int]) -> list[mx.array | None]:
+        """Per position 0..len(draft) of a verify round, the context its token sees."""
+        if not self.uses_context:
+            return [None] * (len(draft) + 1)
+        n = self.params.repetition_context
+        return [
+            mx.array((history + draft[:j])[-n:], dtype=mx.uint32) for j in range(len(draft) + 1)
+        ]
+
     def process(self, logits: mx.array, context: mx.array | None) -> mx.array:
         """Logits processors (repetition penalty) over [N, V] logits, N positions of one row."""
         if not self.uses_context or context is None or context.size == 0:

@@ -229,16 +229,27 @@ class DecodeBatch:
     # -- plain decoding --------------------------------------------------------------------------
 
     def step_launch(
-        self, riders: list[Part] | None = None, *, rider_hidden: bool = False
+        self,
+        riders: list[Part] | None = None,
+        *,
+        rider_hidden: bool = False,
+        histories: list[list[int]] | None = None,
     ) -> tuple[mx.array, list[bool]]:
         """Queue one decode step (pipelined); `step_collect` then reads back what the previous
         step produced. Returns what `step_collect` needs. `riders`: prompt chunks that share the
         step's forward (engine/core/packed_forward.py); their hidden states, when
-        `rider_hidden`, are left in `rider_states`."""
+        `rider_hidden`, are left in `rider_states`. `histories`: each row's tokens up to its
+        pending input, where the rows' states lag behind (a repetition penalty reads them)."""
         assert self.inputs is not None
         self._last_round = None
         inputs, fresh = self.inputs, self.input_is_sampled
-        contexts = [self._context(i, inputs) for i in range(len(self.rows))]
+        if histories is not None:
+            contexts = [r.sampler.step_context(h, None) for r, h in zip(self.rows, histories)]
+        else:
+            contexts = [
+                row.sampler.step_context(row.history, inputs[i : i + 1] if fresh[i] else None)
+                for i, row in enumerate(self.rows)
+            ]
         hidden, logits = self._forward(inputs[:, None], riders, rider_hidden)
         logits = logits[:, -1, :]
         quantize_batch_cache(self.cache, self.kv)
@@ -258,15 +269,6 @@ class DecodeBatch:
         inputs, fresh = launched
         known = inputs.tolist()
         return [(row, token) for row, token, f in zip(self.rows, known, fresh) if f]
-
-    def _context(self, i: int, inputs: mx.array) -> mx.array | None:
-        row = self.rows[i]
-        if not row.sampler.uses_context:
-            return None
-        tail = mx.array(row.history[-row.sampler.params.repetition_context :], dtype=mx.uint32)
-        if self.input_is_sampled[i]:
-            tail = mx.concatenate([tail, inputs[i : i + 1]])
-        return tail
 
     def flush(self) -> list[tuple[RequestState, int]]:
         """Read back pending sampled inputs; returns the (row, token) pairs to emit."""
@@ -346,7 +348,7 @@ class DecodeBatch:
         input."""
         mx.eval(pending.logits)
         contexts = [
-            self._verify_contexts(row, history, d)
+            row.sampler.draft_contexts(history, d)
             for row, history, d in zip(self.rows, histories, pending.drafts)
         ]
         lengths = [len(d) + 1 for d in pending.drafts]
@@ -394,14 +396,3 @@ class DecodeBatch:
         self.input_is_sampled = [False] * len(self.rows)
         self._verify, self._last_round = None, verify
         mx.async_eval(*cache_arrays(self.cache))
-
-    @staticmethod
-    def _verify_contexts(
-        row: RequestState, history: list[int], draft: list[int]
-    ) -> list[mx.array | None]:
-        if not row.sampler.uses_context:
-            return [None] * (len(draft) + 1)
-        n = row.sampler.params.repetition_context
-        return [
-            mx.array((history + draft[:j])[-n:], dtype=mx.uint32) for j in range(len(draft) + 1)
-        ]

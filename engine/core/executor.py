@@ -260,15 +260,22 @@ class ModelExecutor:
         ]
 
     def _plain_step(
-        self, out: StepOutput, while_waiting, riders: list[PrefillWork] | None = None
+        self,
+        out: StepOutput,
+        while_waiting,
+        riders: list[PrefillWork] | None = None,
+        histories: list[list[int]] | None = None,
     ) -> bool:
+        """One pipelined decode step. `histories`: each row's tokens up to its pending input,
+        when this step has already read back tokens its rows' states do not hold yet."""
         batch = self.batch
         start = time.perf_counter()
         self._last_drafts = {}
         riders = riders or []
         wanted = any(w.wants_hidden for w in riders)
         self._sharing = bool(riders)
-        launched = batch.step_launch([rider(w) for w in riders], rider_hidden=wanted)
+        parts = [rider(w) for w in riders]
+        launched = batch.step_launch(parts, rider_hidden=wanted, histories=histories)
         t_launched = time.perf_counter()
         if batch.step_hidden is not None:
             self.inputs.keep_step(batch.rows, batch.step_hidden, batch.step_starts)
@@ -316,7 +323,8 @@ class ModelExecutor:
         self._last_drafts = {r.state.request_id: d for r, d in zip(plan, drafts) if d}
         t1 = time.perf_counter()
         if not any(drafts) and not batch.replaying:
-            carried = self._plain_step(out, while_waiting, riders)
+            # the tokens just read back are not in the rows' states yet: penalties must see them
+            carried = self._plain_step(out, while_waiting, riders, histories)
             out.timing.plan_s += t1 - t0
             return carried
         if batch.recurrent:
