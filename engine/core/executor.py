@@ -66,8 +66,10 @@ class ModelExecutor:
         self._last_drafts: dict[str, list[int]] = {}  # this round's drafts, to find a bad row
         self.steps = 0
         self.batched_prefill = True  # several prompts in one forward (engine/core/prefill.py)
-        # prompt chunks ride along on a plain decode step (engine/core/packed_forward.py)
-        self.packing = config.packed_prefill and packed_forward.enable(self.model) is None
+        # prompt chunks ride along on the decode step (engine/core/packed_forward.py); None:
+        # not checked yet (the check's forwards wait for the first chunk beside decoding rows,
+        # so a first reply never waits for them)
+        self.packing: bool | None = None if config.packed_prefill else False
         # the last step, when it only decoded: (rows, width, when it began); its cost is the
         # time to the next step's start, all of it (what auto weighs a round against a step)
         self._timed_step: tuple[int, int, float] | None = None
@@ -230,9 +232,13 @@ class ModelExecutor:
         would not share a forward of their own: several prompts run in one padded forward
         (`prefill_together`), where their attention runs batched; beside the decode rows each
         would run its attention alone."""
-        if not (work and self.packing and self.batch.rows) or self.batch.unbatched:
+        if not (work and self.batch.rows) or self.batch.unbatched or self.packing is False:
             return False
-        return len(work) == 1 or not self.batched_prefill
+        if len(work) > 1 and self.batched_prefill:
+            return False
+        if self.packing is None:
+            self.packing = packed_forward.enable(self.model) is None
+        return self.packing
 
     def _unpack(
         self, riders: list[PrefillWork], exc: Exception, out: StepOutput, *, rows_failed: bool

@@ -142,6 +142,16 @@ def test_a_prompt_whose_drafter_reads_hidden_states_rides_along(tmp_path):
     assert timing.verify_rounds > 0
 
 
+def test_the_check_waits_for_the_first_chunk_beside_decoding_rows(tiny):
+    """A reply alone never pays for the check's forwards; the first chunk that could ride does."""
+    drive = Driver(make_core(tiny))
+    a = drive.add(P_A, max_tokens=8)
+    drive.finish()
+    assert drive.core.executor.packing is None
+    assert drive.tokens[a] == tiny.greedy(P_A, 8)
+    _long_prompt_beside_two_chats(tiny)  # its own core: checks, then shares
+
+
 def test_sharing_can_be_turned_off(tiny):
     drive = _long_prompt_beside_two_chats(tiny, packed_prefill=False)
     assert drive.core.executor.packing is False
