@@ -35,6 +35,8 @@ class EngineConfig:
     # while other rows decode, a step's prompt chunk is sized so the step takes about this many
     # decode steps (engine/core/prefill_pacer.py); None: always whole chunks
     prefill_gap_factor: float | None = DEFAULT_PREFILL_GAP_FACTOR
+    # chunks beside decoding rows are powers of two (engine/core/prefill_pacer.py); None: on CUDA
+    prefill_pow2: bool | None = None
     # a prompt chunk beside decoding rows shares their forward (engine/core/packed_forward.py)
     packed_prefill: bool = True
     max_batch: int = DEFAULT_MAX_BATCH

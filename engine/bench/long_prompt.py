@@ -19,6 +19,7 @@ from engine.api import Engine, EngineConfig
 from engine.bench.multiturn import history
 from engine.bench.workloads import CHAT_QUESTIONS, prompt_ids
 from engine.config import DEFAULT_PREFILL_GAP_FACTOR
+from engine.core.prefill_pacer import PacedStep
 from engine.requests import ErrorEvent, GenerationRequest, TokenEvent
 
 DEFAULT_LONG_TOKENS = 2048
@@ -80,11 +81,13 @@ async def measure(
     settle_tokens: int,
     gap_factor: float | None,
     packed: bool = True,
+    pow2: bool | None = None,
 ) -> dict[str, Any]:
     config = EngineConfig(
         model=model,
         prefill_chunk=prefill_chunk,
         prefill_gap_factor=gap_factor,
+        prefill_pow2=pow2,
         packed_prefill=packed,
         prompt_cache=False,
         log_blas=False,
@@ -130,8 +133,14 @@ async def measure(
 
     await gaps_with(True)  # warm-up: the shapes a paced prompt goes through
     quiet, _ = await gaps_with(False)
+    pacer = await engine.run_on_engine_thread(lambda: engine._worker.core_for().scheduler.pacer)
+    trace: list[PacedStep] = []
+    await engine.run_on_engine_thread(lambda: setattr(pacer, "trace", trace))
     busy, ttft = await gaps_with(True)
+    await engine.run_on_engine_thread(lambda: setattr(pacer, "trace", None))
     timing = await engine.run_on_engine_thread(lambda: engine._worker.core_for().scheduler.timing)
+    prompt_steps = [s for s in trace if s.prefill_tokens > 0 and s.decoding]
+    decode_steps = [s.seconds for s in trace if s.decoding and not s.prefill_tokens]
     await engine.stop()
     return {
         "workload": "long-prompt",
@@ -150,6 +159,13 @@ async def measure(
         # over the engine's life (three long prompts): steps whose forward carried a chunk
         "shared_steps": timing.shared_steps,
         "shared_prompt_tokens": timing.shared_tokens,
+        "pow2_chunks": pacer.pow2,
+        # the measured pass's steps with prompt tokens beside the chats: (tokens, ms) each
+        "prompt_steps": [[s.prefill_tokens, round(1e3 * s.seconds, 2)] for s in prompt_steps],
+        # that pass's steps that only decoded (the engine's own time, not the gap between tokens)
+        "decode_step_median_ms": round(1e3 * statistics.median(decode_steps), 2)
+        if decode_steps
+        else None,
     }
 
 

@@ -20,6 +20,7 @@ from engine.core.batch_check import (
     speculation_problem,
 )
 from engine.core.executor import ModelExecutor
+from engine.core.prefill import takes_filler
 from engine.core.scheduler import Scheduler
 from engine.device import on_cuda
 from engine.hidden import attach
@@ -58,6 +59,7 @@ class EngineCore:
             target.info.speculation_note = note
             self.policy.refusal = note
         self.scheduler = Scheduler(target, config=config, policy=self.policy)
+        self.scheduler.pacer.pad_tail = takes_filler(target.model)
         self.executor = ModelExecutor(target, config=config, reuse=reuse)
         if chunking is not None and reuse is not None:  # a hit prefills the rest as a chunk
             note = f"{target.info.name} does not use the prompt cache: {chunking}"
@@ -184,7 +186,7 @@ class EngineCore:
             start = time.perf_counter()
             output = self.executor.execute(plan, while_waiting=self.scheduler.stream_deferred)
             self.scheduler.pacer.observe(
-                time.perf_counter() - start,
+                time.perf_counter() - start - output.one_off_s,
                 prefill_tokens=sum(c.tokens for c in plan.prefill),
                 decoding=bool(plan.decode),
             )

@@ -96,7 +96,7 @@ class ModelExecutor:
                 publish_prompt(self.reuse, state, row_cache)
             self.batch.add_rows(plan.join, caches, [s.prompt[-1] for s in plan.join])
         work = self._prefill_work(plan)
-        riders = work if self._may_share(work) else []
+        riders = work if self._may_share(work, out) else []
         carried = False
         if plan.decode:
             carried = self._decode(plan.decode, out, while_waiting, riders)
@@ -168,6 +168,7 @@ class ModelExecutor:
                 c.state.prompt[c.state.prefilled : c.state.prefilled + c.tokens],
                 wants_hidden=self.inputs.wants_hidden(c.state),
                 held=c.state.prefilled,
+                pad=c.pad,
             )
             for c in plan.prefill
             if c.tokens > 0
@@ -227,17 +228,18 @@ class ModelExecutor:
                 self._unpack(riders, exc, out, rows_failed=bool(failed))
             return False
 
-    def _may_share(self, work: list[PrefillWork]) -> bool:
+    def _may_share(self, work: list[PrefillWork], out: StepOutput) -> bool:
         """Prompt chunks ride on the decode step when there are rows to ride on and the chunks
         would not share a forward of their own: several prompts run in one padded forward
         (`prefill_together`), where their attention runs batched; beside the decode rows each
         would run its attention alone."""
-        if not (work and self.batch.rows) or self.batch.unbatched or self.packing is False:
+        alone = not (work and self.batch.rows) or self.batch.unbatched or self.packing is False
+        if alone or (len(work) > 1 and self.batched_prefill):
             return False
-        if len(work) > 1 and self.batched_prefill:
-            return False
-        if self.packing is None:
+        if self.packing is None:  # once per model, timed apart from the step's work
+            start = time.perf_counter()
             self.packing = packed_forward.enable(self.model) is None
+            out.one_off_s += time.perf_counter() - start
         return self.packing
 
     def _unpack(

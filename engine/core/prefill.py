@@ -7,6 +7,10 @@ of the way; each row then gets its own cache back (`extract`). One weight read s
 prompt, which is what prompt processing on a memory-bound CPU needs. A batched forward works on
 merged copies, so when it fails the rows' own caches are untouched and each can run alone.
 
+On CUDA a prompt's last chunk beside decoding rows may carry filler tokens after its own, up to
+a power of two (one forward shape: engine/core/prefill_pacer.py); they are trimmed off the cache
+after the forward, so only models whose caches all trim exactly get them (`takes_filler`).
+
 With KV quantization (`kv`), a row's cache is quantized once it holds `kv.start` positions,
 checked before the first chunk and after every chunk (engine/cache/kv_quant.py); rows share a
 forward only with rows whose caches have the same layer types (all quantized, or none).
@@ -19,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import mlx.core as mx
+from mlx_lm.models.cache import KVCache, QuantizedKVCache, make_prompt_cache
 
 from engine.cache.kv_quant import KVQuant, cache_signature, merge_layer, quantize_row_cache
 from engine.core.packed_forward import Part
@@ -38,29 +43,48 @@ class PrefillWork:
     wants_hidden: bool = False  # its drafter reads hidden states: set `hidden` [n, d]
     hidden: Any = None
     held: int = 0  # positions its cache held before this chunk
+    pad: int = 0  # filler tokens after `tokens` (one forward shape on CUDA), dropped after
+
+    def inputs(self) -> list[int]:
+        """The forward's tokens: the chunk, then its filler (its last token again)."""
+        return self.tokens + self.tokens[-1:] * self.pad
+
+    def drop_filler(self) -> None:
+        """Trim the filler's positions off the cache again (only caches that can trim are
+        given filler: engine/core/prefill_pacer.py)."""
+        if self.pad and not trim_to(self.cache, self.held + len(self.tokens)):
+            raise RuntimeError("the prompt cache cannot drop the chunk's filler tokens")
+
+
+def takes_filler(model: Any) -> bool:
+    """Whether a prompt chunk of this model may carry filler tokens: every layer's cache is a
+    plain KV cache, which trims exactly (a sliding window, a recurrent state cannot)."""
+    return all(type(c) in (KVCache, QuantizedKVCache) for c in make_prompt_cache(model))
 
 
 def prefill_alone(work: PrefillWork, model: Any, kv: KVQuant | None = None) -> None:
-    x = mx.array(work.tokens)[None]
+    x = mx.array(work.inputs())[None]
     if work.wants_hidden:
         hidden, _ = split_forward(model, x, work.cache)
-        work.hidden = hidden[0]
+        work.hidden = hidden[0, : len(work.tokens)]
     else:
         model(x, cache=work.cache)
+    work.drop_filler()
     quantize_row_cache(work.cache, kv)
     mx.eval([c.state for c in work.cache], [work.hidden] if work.wants_hidden else [])
 
 
 def rider(work: PrefillWork) -> Part:
     """The chunk as a part of the decoding rows' forward (engine/core/packed_forward.py)."""
-    return Part(mx.array(work.tokens, dtype=mx.uint32)[None], work.cache)
+    return Part(mx.array(work.inputs(), dtype=mx.uint32)[None], work.cache)
 
 
 def finish_rider(work: PrefillWork, hidden: Any, kv: KVQuant | None = None) -> None:
     """After the shared forward: what `prefill_alone` does after its own."""
+    work.drop_filler()
     quantize_row_cache(work.cache, kv)
     if work.wants_hidden:
-        work.hidden = hidden[0]
+        work.hidden = hidden[0, : len(work.tokens)]
     mx.eval([c.state for c in work.cache], [work.hidden] if work.wants_hidden else [])
 
 
@@ -98,7 +122,7 @@ def prefill_together(
 
 def _prefill_padded(group: list[PrefillWork], model: Any, kv: KVQuant | None) -> None:
     lengths = [len(w.tokens) for w in group]
-    width = max(lengths)
+    width = max(len(w.inputs()) for w in group)  # a row's filler is right padding here
     padding = [width - n for n in lengths]
     tokens = mx.array([w.tokens + [0] * (width - len(w.tokens)) for w in group], dtype=mx.uint32)
     row_caches = [w.cache for w in group]

@@ -25,14 +25,21 @@ builds its attention graph (cuDNN), 25-30 ms for a 1B model on the H200 where th
 again takes 5-7 ms. A pacer that picks any size pays it on most steps. There (`pow2`) a chunk
 beside decoding rows is a power of two, so a process builds at most a dozen such graphs in its
 life, and the pacer then measures what the tokens really cost. A prompt's last tokens go as
-powers of two too (300 = 256 + 32 + 8 + 4), each a cheap step. Metal and the CPU have no such
-cost and take the chunk as it is.
+powers of two too (300 = 256 + 32 + 8 + 4), each a step, unless the model's caches can drop
+positions again (`pad_tail`: plain KV caches): then the rest goes in one step, padded with filler
+tokens up to the power of two above it (the 2,047 tokens a 2,048-token prompt prefills took
+eleven steps on the H200, 1024 + 512 + ... + 1, the last seven of them 13-21 ms each for a random
+8B whose decode step takes 8-14; padded, 1024 + 1023 take two). The filler sits after the
+chunk's tokens, so causal attention keeps it out of them, and it is trimmed off the cache after
+the forward. Metal and the CPU have no such cost and take the chunk as it is.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import statistics
+from collections import deque
 from dataclasses import dataclass, field
 
 from engine.config import DEFAULT_PREFILL_GAP_FACTOR
@@ -42,6 +49,7 @@ log = logging.getLogger(__name__)
 DEFAULT_MIN_CHUNK = 16  # below this a prompt would barely move
 DEFAULT_FIRST_CHUNK = 64  # beside decoding rows, before a step with prefill was measured
 DEFAULT_SMOOTHING = 0.3  # weight of the newest measurement in a running mean
+DEFAULT_DECODE_WINDOW = 15  # decode steps whose median is the decode step
 MAX_RESIZE = 2.0  # the chunk changes at most this factor per step (one noisy step moves it little)
 
 
@@ -56,6 +64,17 @@ class CostLine:
         return (seconds - self.fixed_s) / self.per_token_s
 
 
+@dataclass(frozen=True)
+class PacedStep:
+    """One observed step, for a trace: its prompt tokens, whether rows decoded beside them, its
+    wall time, and the chunk the pacer chose next."""
+
+    prefill_tokens: int
+    decoding: bool
+    seconds: float
+    next_chunk: int | None
+
+
 @dataclass
 class PrefillPacer:
     """Each step's prefill budget, resized from the measured cost of the last steps."""
@@ -63,11 +82,15 @@ class PrefillPacer:
     max_chunk: int
     gap_factor: float | None = DEFAULT_PREFILL_GAP_FACTOR  # None: always whole chunks
     pow2: bool = False  # chunks beside decoding rows are powers of two (see above)
+    pad_tail: bool = False  # the row's cache can drop filler tokens after a chunk (see above)
     min_chunk: int = DEFAULT_MIN_CHUNK
-    decode_s: float | None = None  # a step that only decodes (running mean)
+    # the last steps that only decoded; their median is a decode step (a mean followed the odd
+    # slow step: on the H200 it read 16 ms where the chats' median gap was 8)
+    decode_times: deque[float] = field(default_factory=lambda: deque(maxlen=DEFAULT_DECODE_WINDOW))
     chunk: int | None = None  # the budget while rows decode (None: not measured yet)
     # prompt tokens and the seconds they added to a step, running means by power of two of size
     costs: dict[int, tuple[float, float]] = field(default_factory=dict)
+    trace: list[PacedStep] | None = None  # a list: every observed step is appended (benchmarks)
 
     def budget(self, *, decoding: bool) -> int:
         """Prompt tokens the next step may process (`decoding`: other rows are running)."""
@@ -80,16 +103,26 @@ class PrefillPacer:
                 chunk = DEFAULT_FIRST_CHUNK
             else:
                 chunk = round(self._target(line, self._wanted())[0])
+                log.debug("first chunk beside decoding rows: %d (line %s)", chunk, line)
         return max(self.min_chunk, min(self.max_chunk, chunk))
 
-    def fit(self, tokens: int, *, decoding: bool) -> int:
-        """The part of a row's `tokens` (> 0, within the budget) that one step takes."""
-        if self.pow2 and decoding and self.gap_factor is not None:
-            return 1 << (tokens.bit_length() - 1)
-        return tokens
+    def fit(self, tokens: int, *, decoding: bool, ends_prompt: bool = False) -> tuple[int, int]:
+        """(the part of a row's `tokens` (> 0, within the budget) that one step takes, filler
+        tokens after it). `ends_prompt`: they are the rest of the row's prompt."""
+        if not (self.pow2 and decoding and self.gap_factor is not None):
+            return tokens, 0
+        shape = 1 << (tokens - 1).bit_length()  # the power of two at or above
+        if ends_prompt and self.pad_tail and shape - tokens <= max(tokens // 2, self.min_chunk):
+            return tokens, shape - tokens  # one step, not one per bit of the rest
+        return 1 << (tokens.bit_length() - 1), 0
 
     def observe(self, seconds: float, *, prefill_tokens: int, decoding: bool) -> None:
         """One step's wall time, with what it did."""
+        self._observe(seconds, prefill_tokens=prefill_tokens, decoding=decoding)
+        if self.trace is not None:
+            self.trace.append(PacedStep(prefill_tokens, decoding, seconds, self.chunk))
+
+    def _observe(self, seconds: float, *, prefill_tokens: int, decoding: bool) -> None:
         if seconds <= 0 or self.gap_factor is None:
             return
         if not decoding:  # a prompt alone: its whole cost is the prompt's
@@ -97,7 +130,7 @@ class PrefillPacer:
                 self._remember(prefill_tokens, seconds)
             return
         if prefill_tokens == 0:
-            self.decode_s = _mean(self.decode_s, seconds)
+            self.decode_times.append(seconds)
             return
         if self.decode_s is None:
             return
@@ -123,6 +156,11 @@ class PrefillPacer:
             self.chunk,
         )
 
+    @property
+    def decode_s(self) -> float | None:
+        """A step that only decodes: the median of the last ones (None: none seen yet)."""
+        return statistics.median(self.decode_times) if self.decode_times else None
+
     def _wanted(self) -> float:
         """The prompt's share of a step that keeps the gap: (gap_factor - 1) decode steps."""
         assert self.gap_factor is not None and self.decode_s is not None
@@ -140,7 +178,7 @@ class PrefillPacer:
 
     def cost_line(self) -> CostLine | None:
         """The prompt's share of a step as a line fitted to the chunk sizes seen; None until
-        two sizes at least twice apart were measured."""
+        two sizes at least twice apart were measured, and while they fit no rising line."""
         points = list(self.costs.values())
         sizes = [n for n, _ in points]
         if len(points) < 2 or max(sizes) < 2 * min(sizes):
@@ -149,7 +187,8 @@ class PrefillPacer:
         mean_s = sum(s for _, s in points) / len(points)
         spread = sum((n - mean_n) ** 2 for n in sizes)
         slope = sum((n - mean_n) * (s - mean_s) for n, s in points) / spread
-        slope = max(slope, 1e-9)  # a prompt's tokens never cost nothing
+        if slope <= 0:  # tokens never cost nothing: an odd slow step, not a line to follow
+            return None
         return CostLine(max(mean_s - slope * mean_n, 0.0), slope)
 
     def _remember(self, tokens: int, spent: float) -> None:

@@ -51,7 +51,7 @@ class Scheduler:
         self.pacer = PrefillPacer(
             max_chunk=config.step_prefill_chunk(),
             gap_factor=config.prefill_gap_factor,
-            pow2=on_cuda(),
+            pow2=on_cuda() if config.prefill_pow2 is None else config.prefill_pow2,
         )
         self.running: list[RequestState] = []  # in the executor's batch
         self._leaving: list[RequestState] = []  # ended; the executor still holds their caches
@@ -171,9 +171,11 @@ class Scheduler:
                 break
             todo = len(state.prompt) - 1 - state.prefilled
             if todo > 0 and state.cache_ready:
-                n = self.pacer.fit(min(todo, budget), decoding=decoding)
-                chunks.append(PrefillChunk(state, n))
-                budget -= n
+                n, pad = self.pacer.fit(
+                    min(todo, budget), decoding=decoding, ends_prompt=todo <= budget
+                )
+                chunks.append(PrefillChunk(state, n, pad))
+                budget -= n + pad
         return chunks
 
     def _apply_cancellations(self) -> None:

@@ -16,6 +16,7 @@ class PrefillChunk:
 
     state: RequestState
     tokens: int
+    pad: int = 0  # filler tokens after them, dropped from the cache again (one forward shape)
 
 
 @dataclass
@@ -80,6 +81,9 @@ class StepOutput:
     draft_s: float = 0.0  # this step's drafting, shared by the rows that drafted
     verify_s: float = 0.0
     sample_s: float = 0.0
+    # one-off work the step also did (a model's check, about a second on the H200): its wall
+    # time less this is what its work cost (the prefill pacer's measurement)
+    one_off_s: float = 0.0
 
     def add_run(self, request_id: str, run: TokenRun) -> None:
         self.runs.setdefault(request_id, []).append(run)

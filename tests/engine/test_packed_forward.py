@@ -7,6 +7,7 @@ failing shared forward loses nothing."""
 from __future__ import annotations
 
 import random
+import time
 
 import mlx.core as mx
 import pytest
@@ -14,8 +15,11 @@ from mlx_lm import load as mlx_load
 
 from engine.cache.batch_rows import merge_row_caches
 from engine.core import batch as batch_module
+from engine.core import packed_forward as packed_forward_module
 from engine.core.packed_forward import Part, enable, packed_forward, supported
 from engine.core.prefill import PrefillWork
+from engine.core.prefill_pacer import PacedStep
+from engine.core.step_plan import StepOutput
 from engine.requests import SpecMethod, SpeculativeParams
 from tests.engine.engine_harness import (
     P_A,
@@ -152,6 +156,29 @@ def test_the_check_waits_for_the_first_chunk_beside_decoding_rows(tiny):
     _long_prompt_beside_two_chats(tiny)  # its own core: checks, then shares
 
 
+def test_the_checks_time_is_not_taken_for_the_prompts_cost(tiny, monkeypatch):
+    """The check runs inside the step of the first chunk beside decoding rows (about a second
+    on the H200): the prefill pacer, which sizes chunks from step times, must not see it, or it
+    fits a line of a second's fixed cost and takes the next prompt whole."""
+    enable = packed_forward_module.enable
+
+    def slow_enable(model):
+        time.sleep(0.5)
+        return enable(model)
+
+    monkeypatch.setattr(packed_forward_module, "enable", slow_enable)
+    drive = Driver(make_core(tiny))
+    trace: list[PacedStep] = []
+    drive.core.scheduler.pacer.trace = trace
+    a = drive.add(P_A, max_tokens=48)
+    drive.until(lambda: len(drive.tokens[a]) >= 2)
+    drive.add(LONG, max_tokens=4)
+    drive.finish()
+    assert drive.core.executor.packing
+    assert any(s.prefill_tokens and s.decoding for s in trace)
+    assert max(s.seconds for s in trace) < 0.4, trace
+
+
 def test_sharing_can_be_turned_off(tiny):
     drive = _long_prompt_beside_two_chats(tiny, packed_prefill=False)
     assert drive.core.executor.packing is False
@@ -183,10 +210,10 @@ def test_chunks_of_several_prompts_keep_their_batched_forward(tiny):
     drive.until(lambda: len(drive.tokens[a]) >= 2)
     executor = drive.core.executor
     work = [PrefillWork(f"r{i}", [], [1, 2, 3]) for i in range(2)]
-    assert executor._may_share(work[:1])
-    assert not executor._may_share(work)
+    assert executor._may_share(work[:1], StepOutput())
+    assert not executor._may_share(work, StepOutput())
     executor.batched_prefill = False  # a model whose prompts cannot be padded together
-    assert executor._may_share(work)
+    assert executor._may_share(work, StepOutput())
     drive.finish()
 
 

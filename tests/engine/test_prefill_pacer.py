@@ -90,25 +90,44 @@ def test_prompts_processed_alone_size_the_first_chunk_beside_decoding_rows():
 def test_on_cuda_chunks_beside_decoding_rows_are_powers_of_two():
     """Each new forward length costs a graph build there: a few sizes, reused."""
     pacer = PrefillPacer(max_chunk=2048, pow2=True)
-    assert [pacer.fit(n, decoding=True) for n in (1, 2, 3, 100, 300, 2047, 2048)] == [
-        1,
-        2,
-        2,
-        64,
-        256,
-        1024,
-        2048,
-    ]
-    assert pacer.fit(300, decoding=False) == 300  # nobody waits: the whole chunk
-    assert PrefillPacer(max_chunk=2048).fit(300, decoding=True) == 300  # Metal, the CPU
-    assert PrefillPacer(max_chunk=2048, gap_factor=None, pow2=True).fit(300, decoding=True) == 300
+    sizes = [pacer.fit(n, decoding=True) for n in (1, 2, 3, 100, 300, 2047, 2048)]
+    assert sizes == [(1, 0), (2, 0), (2, 0), (64, 0), (256, 0), (1024, 0), (2048, 0)]
+    assert pacer.fit(300, decoding=False) == (300, 0)  # nobody waits: the whole chunk
+    assert PrefillPacer(max_chunk=2048).fit(300, decoding=True) == (300, 0)  # Metal, the CPU
+    off = PrefillPacer(max_chunk=2048, gap_factor=None, pow2=True)
+    assert off.fit(300, decoding=True, ends_prompt=True) == (300, 0)
+
+
+def _tail(pacer: PrefillPacer, todo: int, budget: int) -> list[tuple[int, int]]:
+    steps = []
+    while todo:
+        n, pad = pacer.fit(min(todo, budget), decoding=True, ends_prompt=todo <= budget)
+        steps.append((n, pad))
+        todo -= n
+    return steps
 
 
 def test_a_prompts_tail_goes_as_powers_of_two_and_is_all_processed():
     pacer = PrefillPacer(max_chunk=2048, pow2=True)
-    todo, sizes = 300, []
-    while todo:
-        n = pacer.fit(min(todo, 256), decoding=True)
-        sizes.append(n)
-        todo -= n
-    assert sizes == [256, 32, 8, 4]
+    assert _tail(pacer, 300, 256) == [(256, 0), (32, 0), (8, 0), (4, 0)]
+
+
+def test_a_tail_that_can_take_filler_goes_in_one_padded_step():
+    """2,047 tokens went 1024 + 512 + ... + 1 (eleven steps); padded to a power of two they go
+    in two, and no step is more than half filler (or the least chunk's worth)."""
+    pacer = PrefillPacer(max_chunk=2048, pow2=True, pad_tail=True)
+    assert _tail(pacer, 2047, 1024) == [(1024, 0), (1023, 1)]
+    assert _tail(pacer, 300, 256) == [(256, 0), (44, 20)]
+    assert _tail(pacer, 5, 256) == [(5, 3)]
+    assert _tail(pacer, 600, 1024) == [(512, 0), (88, 40)]  # not 600 as 1024
+    for todo in range(1, 3000, 7):
+        steps = _tail(pacer, todo, 512)
+        assert sum(n for n, _ in steps) == todo
+        for n, pad in steps:
+            assert (n + pad) & (n + pad - 1) == 0 and pad <= max(n // 2, pacer.min_chunk)
+    assert PrefillPacer(max_chunk=2048, pad_tail=True).fit(
+        300, decoding=True, ends_prompt=True
+    ) == (
+        300,
+        0,
+    )  # Metal, the CPU: any size already

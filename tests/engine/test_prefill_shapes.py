@@ -1,6 +1,6 @@
 """On CUDA a prompt processed beside decoding rows goes in power-of-two chunks (each new forward
-length costs a graph build there: engine/core/prefill_pacer.py); the replies stay exactly
-mlx_lm.generate's."""
+length costs a graph build there: engine/core/prefill_pacer.py), its tail padded with filler up
+to one; the replies stay exactly mlx_lm.generate's."""
 
 from __future__ import annotations
 
@@ -21,12 +21,14 @@ def test_chunks_beside_decoding_rows(tiny, monkeypatch, cuda):
     core = make_core(tiny, prefill_chunk=512)
     core.scheduler.pacer.chunk = 100  # as if the pacer had settled there
     sizes: list[int] = []
+    shapes: list[int] = []  # with the filler of a padded tail
     schedule = core.scheduler.schedule
 
     def recording():
         plan = schedule()
         if plan.decode:
             sizes.extend(c.tokens for c in plan.prefill)
+            shapes.extend(c.tokens + c.pad for c in plan.prefill)
         return plan
 
     core.scheduler.schedule = recording
@@ -45,6 +47,10 @@ def test_chunks_beside_decoding_rows(tiny, monkeypatch, cuda):
     assert sum(sizes) == len(LONG) - 1  # every prompt token but the first input
     assert sizes[0] == (64 if cuda else 100)  # the pacer's 100, as a power of two on CUDA
     if cuda:
-        assert all(n & (n - 1) == 0 for n in sizes), sizes
+        assert all(n & (n - 1) == 0 for n in shapes), shapes
+        fillers = [shape - size for shape, size in zip(shapes, sizes)]
+        assert not any(fillers[:-1]), fillers  # only the prompt's tail is padded
+    else:
+        assert shapes == sizes
     assert tokens[first.request_id] == tiny.greedy(P_A, 40)
     assert tokens[second.request_id] == tiny.greedy(LONG, 8)
