@@ -11,6 +11,7 @@ import random
 import pytest
 from mlx_lm import load as mlx_load
 
+from engine.core import executor as executor_module
 from engine.core import prefill as prefill_module
 from engine.core.prefill import takes_filler
 from engine.requests import SpecMethod, SpeculativeParams
@@ -97,7 +98,19 @@ def _spy(function, calls: list):
     return spying
 
 
-def test_a_drafter_reading_the_prompts_hidden_states_gets_none_of_the_filler(tmp_path):
+def test_a_drafter_reading_the_prompts_hidden_states_gets_none_of_the_filler(tmp_path, monkeypatch):
+    """Its hidden states are one per prompt token (the drafter's positions would slip past the
+    filler's otherwise, and only its drafts, not the replies, would show it)."""
+    handed: list[tuple[int, int, int]] = []  # (tokens, filler, hidden rows)
+    for name in ("prefill_alone", "finish_rider"):
+        function = getattr(executor_module, name)
+
+        def checking(work, *args, _function=function):
+            _function(work, *args)
+            if work.wants_hidden:
+                handed.append((len(work.tokens), work.pad, work.hidden.shape[0]))
+
+        monkeypatch.setattr(executor_module, name, checking)
     path = make_mtp_folder("mimo", tmp_path / "model")
     mimo = TinyModel(path, *mlx_load(str(path)))
     rng = random.Random(5)
@@ -105,3 +118,5 @@ def test_a_drafter_reading_the_prompts_hidden_states_gets_none_of_the_filler(tmp
     mtp = SpeculativeParams(method=SpecMethod.MTP, draft_tokens=2)
     drive = _beside_two_chats(mimo, prompts, (mtp, mtp, mtp))
     assert drive.core.scheduler.timing.verify_rounds > 0
+    assert any(pad for _, pad, _ in handed), handed
+    assert all(rows == tokens for tokens, _, rows in handed), handed
