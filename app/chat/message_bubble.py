@@ -4,7 +4,7 @@ send now, cancel)."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QFont, QGuiApplication
 from PySide6.QtWidgets import (
     QFrame,
@@ -14,6 +14,7 @@ from PySide6.QtWidgets import (
     QSizePolicy,
     QToolButton,
     QVBoxLayout,
+    QWidget,
 )
 
 from app.chat.message_body import MessageBody, make_options
@@ -22,6 +23,7 @@ from app.chat.version_switcher import VersionSwitcher
 from app.formatting import reply_meta
 from app.store.records import Message, MessageStatus, Role
 from app.theme import Theme
+from app.widgets.elided_label import ElidedLabel
 
 ROLE_NAMES = {Role.USER: "You", Role.ASSISTANT: "Tandem"}
 STATUS_TEXT = {
@@ -33,6 +35,14 @@ STATUS_TEXT = {
 }
 CUT_TEXT = "cut at max tokens"
 COPIED_FEEDBACK_MS = 1200
+
+
+class _ActionBar(QWidget):
+    """A message's action buttons; they ask for no width, so they never widen the column
+    (`MessageBubble._place_actions` gives them a line of their own when squeezed)."""
+
+    def minimumSizeHint(self) -> QSize:  # noqa: N802 - Qt's name
+        return QSize(0, super().minimumSizeHint().height())
 
 
 class MessageBubble(QFrame):
@@ -65,8 +75,9 @@ class MessageBubble(QFrame):
         self.versions.stepRequested.connect(self.versionRequested)
         self.status_badge = QLabel()
         self.status_badge.setObjectName("StatusBadge")
-        self.meta_label = QLabel()
+        self.meta_label = ElidedLabel()  # shortened before the header outgrows the column
         self.meta_label.setObjectName("MetaLabel")
+        self.meta_label.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         self.copy_button = self._action("Copy", "Copy the message as Markdown", self._copy)
         self.edit_button = self._action(
             "Edit", "Edit and send as a new version (the old one is kept)", self._start_edit
@@ -86,14 +97,11 @@ class MessageBubble(QFrame):
         )
         self.more_button = self._more_menu()
 
-        header = QHBoxLayout()
-        header.setContentsMargins(0, 0, 0, 0)
-        header.setSpacing(6)
-        header.addWidget(self.role_label)
-        header.addWidget(self.versions)
-        header.addWidget(self.status_badge)
-        header.addStretch(1)
-        header.addWidget(self.meta_label)
+        self.actions = _ActionBar()  # on the header's line, or on a line of its own when narrow
+        actions = QHBoxLayout(self.actions)
+        actions.setContentsMargins(0, 0, 0, 0)
+        actions.setSpacing(6)
+        actions.addStretch(1)
         for button in (
             self.continue_button,
             self.send_now_button,
@@ -103,7 +111,17 @@ class MessageBubble(QFrame):
             self.regenerate_button,
             self.more_button,
         ):
-            header.addWidget(button)
+            actions.addWidget(button)
+        header = self._header = QHBoxLayout()
+        header.setContentsMargins(0, 0, 0, 0)
+        header.setSpacing(6)
+        header.addWidget(self.role_label)
+        header.addWidget(self.versions)
+        header.addWidget(self.status_badge)
+        header.addWidget(self.meta_label, 1)
+        header.addWidget(self.actions)
+        self._actions_line = QHBoxLayout()
+        self._actions_line.setContentsMargins(0, 0, 0, 0)
 
         self.body = MessageBody()
         self.error_label = QLabel()
@@ -120,6 +138,7 @@ class MessageBubble(QFrame):
         layout.setContentsMargins(*margin)
         layout.setSpacing(4)
         layout.addLayout(header)
+        layout.addLayout(self._actions_line)
         layout.addWidget(self.body)
         layout.addWidget(self.editor)
         layout.addWidget(self.error_label)
@@ -172,6 +191,23 @@ class MessageBubble(QFrame):
             self.editSubmitted.emit(text)
 
     # -- internals -----------------------------------------------------------------------------
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 - Qt's name
+        super().resizeEvent(event)
+        self._place_actions()
+
+    def _place_actions(self) -> None:
+        """The actions share the header's line while it has room for them next to who wrote
+        the message and its badges (the stats shorten first), else take a line of their own:
+        they never make the message wider than its column."""
+        left, _, right, _ = self.layout().getContentsMargins()
+        fixed = [w for w in (self.role_label, self.versions, self.status_badge) if w.isVisible()]
+        need = sum(w.sizeHint().width() for w in fixed) + self.actions.sizeHint().width()
+        fits = need + 6 * len(fixed) <= self.width() - left - right
+        if fits == (self._header.indexOf(self.actions) >= 0):
+            return
+        (self._actions_line if fits else self._header).removeWidget(self.actions)
+        (self._header if fits else self._actions_line).addWidget(self.actions)
 
     def _action(self, text: str, tip: str, slot) -> QToolButton:
         button = QToolButton()
@@ -254,3 +290,4 @@ class MessageBubble(QFrame):
         self.more_button.setVisible(sent and not generating and not editing)
         self.fork_action.setEnabled(not generating)
         self.delete_action.setEnabled(not self._busy)
+        self._place_actions()
