@@ -201,7 +201,7 @@ class MessageBubble(QFrame):
         the message and its badges (the stats shorten first), else take a line of their own:
         they never make the message wider than its column."""
         left, _, right, _ = self.layout().getContentsMargins()
-        fixed = [w for w in (self.role_label, self.versions, self.status_badge) if w.isVisible()]
+        fixed = [w for w in (self.role_label, self.versions, self.status_badge) if not w.isHidden()]
         need = sum(w.sizeHint().width() for w in fixed) + self.actions.sizeHint().width()
         fits = need + 6 * len(fixed) <= self.width() - left - right
         if fits == (self._header.indexOf(self.actions) >= 0):
