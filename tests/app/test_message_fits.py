@@ -39,3 +39,21 @@ def test_a_reply_cut_at_max_tokens_fits_the_view(qtbot, window, fake_engine, wid
         assert button.isVisible() and button.width() >= button.sizeHint().width()
         right = button.mapTo(tab.view.viewport(), button.rect().topRight()).x()
         assert right <= tab.view.viewport().width()
+
+
+def test_a_reply_written_in_a_tab_in_the_background_fits_when_shown(qtbot, window, fake_engine):
+    """The clipped chat of the screenshot was a tab in the background while its reply came."""
+    window.resize(1100, 900)
+    window.show()
+    first = window.current_tab()
+    first.controller.set_settings(ChatSettings(max_tokens=4))
+    fake_engine.reply = "one two three four five six seven eight nine"
+    first.send("Tell me a long story about a lighthouse keeper, please, with many chapters.")
+    second = window.new_chat()
+    assert window.current_tab() is second
+    assert spin(lambda: not first.controller.busy, 10)
+    window.tabs.setCurrentWidget(first)
+    spin(lambda: False, 0.3)  # the shown tab's layout settles
+    copy = first.view.bubble(1).copy_button
+    assert copy.isVisible() and copy.width() >= copy.sizeHint().width()
+    assert _overflow(first) <= 0, _overflow(first)
