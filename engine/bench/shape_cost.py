@@ -13,10 +13,11 @@ On Metal and the CPU the first and later runs cost about the same.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 from typing import Any
+
+from engine.bench.device_rows import write_device_rows
 
 DEFAULT_CONTEXT = 1000
 DEFAULT_CHUNKS = (100, 130, 170, 220, 300, 64, 64)
@@ -67,9 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     for row in rows:
         again = ", ".join(f"{v:.2f}" for v in row["again_ms"])
         print(f"| {row['tokens']} | {row['first_ms']:.2f} | {again} |")
-    if args.json is not None:
-        payload = {"model": args.model, "device": str(mx.default_device()), "rows": rows}
-        args.json.write_text(json.dumps(payload, indent=1))
+    write_device_rows(args.json, args.model, rows)
     return 0
 
 

@@ -12,13 +12,14 @@ shared forward (engine/core/packed_forward.py).
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from engine.bench.device_rows import write_device_rows
 
 DEFAULT_ROWS = 3
 DEFAULT_ROW_CONTEXT = 300
@@ -133,9 +134,7 @@ def main(argv: list[str] | None = None) -> int:
             f"| {r['chunk']} | {r['decode_ms']:.1f} | {r['chunk_ms']:.1f} | "
             f"{r['separate_ms']:.1f} | {r['shared_ms']:.1f} | {saved:.1f} |"
         )
-    if args.json is not None:
-        payload = {"model": args.model, "device": str(mx.default_device()), "rows": rows}
-        args.json.write_text(json.dumps(payload, indent=1))
+    write_device_rows(args.json, args.model, rows)
     return 0
 
 

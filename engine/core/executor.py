@@ -66,17 +66,15 @@ class ModelExecutor:
         self._last_drafts: dict[str, list[int]] = {}  # this round's drafts, to find a bad row
         self.steps = 0
         self.batched_prefill = True  # several prompts in one forward (engine/core/prefill.py)
-        # prompt chunks ride along on the decode step (engine/core/packed_forward.py); None:
-        # not checked yet (the check's forwards wait for the first chunk beside decoding rows,
-        # so a first reply never waits for them)
+        # prompt chunks ride on the decode step (engine/core/packed_forward.py); None: not
+        # checked yet (checked at the first chunk beside decoding rows: no first reply waits)
         self.packing: bool | None = None if config.packed_prefill else False
         # the last step, when it only decoded: (rows, width, when it began); its cost is the
         # time to the next step's start, all of it (what auto weighs a round against a step)
         self._timed_step: tuple[int, int, float] | None = None
         self._step_shape: tuple[int, int] | None = None
         self._sharing = False  # this step's forward took prompt chunks (a failure: theirs?)
-        # hidden states waiting for rows whose drafter reads them (engine/hidden.py), drafter
-        # caches for the prompt cache
+        # hidden states for rows whose drafter reads them (engine/hidden.py), drafter caches
         self.inputs = DrafterInputs(self.drafters)
 
     # -- the step ------------------------------------------------------------------------------
