@@ -22,6 +22,7 @@ from engine import default_model
 from engine.kernels.depthwise_conv_cuda import install as install_conv_kernel
 from engine.kernels.gated_delta_cuda import install as install_gated_delta_kernel
 from engine.kernels.rope_cuda_guard import install_for as install_rope_guard
+from engine.kernels.skinny_matmul_cuda import install as install_skinny_matmul
 from engine.kernels.verify_attention_cuda import install as install_verify_attention
 from engine.requests import ModelInfo
 
@@ -242,6 +243,7 @@ def open_model(
     install_gated_delta_kernel()  # CUDA only: hybrid models' recurrence as one kernel per layer
     install_conv_kernel()  # CUDA only: their short depthwise convolutions without cuDNN
     install_verify_attention()  # CUDA only: a verify forward's masked attention without cuDNN
+    install_skinny_matmul()  # CUDA only: matmuls of 2-16 token rows without cuBLASLt
     if spec is not None and spec.startswith(RANDOM_SPEC_PREFIX):
         from engine.bench.random_model import open_random
 

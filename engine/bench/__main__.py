@@ -38,6 +38,7 @@ from engine.bench.synthetic import SyntheticDrafter
 from engine.bench.workloads import WORKLOADS, messages_for, prompt_ids
 from engine.core.step_timing import StepTiming
 from engine.default_model import default_cache_root
+from engine.kernels.as_shipped import mlx_as_shipped
 from engine.kernels.compiled_cache import keep_compiled_kernels
 from engine.requests import SpecMethod, SpeculativeParams
 
@@ -95,6 +96,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="also run each speculative setting with recurrent rows replaying kept tokens "
         "(engine/cache/recurrent.py), alternated with the default recompute in one process",
+    )
+    p.add_argument(
+        "--baselines-on-our-kernels",
+        action="store_true",
+        help="run mlx-lm's baselines and reference on Tandem's CUDA kernels too (default: MLX's"
+        " own, as mlx-lm ships; engine/kernels/as_shipped.py)",
     )
     p.add_argument("--json", type=Path, default=None, help="write results here")
     p.add_argument("--chart", type=Path, default=None, help="synthetic sweep chart (PNG)")
@@ -191,9 +198,13 @@ async def bench(args: argparse.Namespace) -> dict:
     references: dict[tuple[int, ...], list[int]] = {}
     configs = spec_configs(args)
 
+    def shipped():
+        return mlx_as_shipped(enabled=not args.baselines_on_our_kernels)
+
     warm = [prompt_ids(tokenizer, m) for m in messages_for(args.workload, 2)]
     if not args.no_baseline:
-        run_batch_generator(model, tokenizer, warm, 8)
+        with shipped():
+            run_batch_generator(model, tokenizer, warm, 8)
     await run_ours(eng, warm, 8)
 
     results = []
@@ -205,7 +216,10 @@ async def bench(args: argparse.Namespace) -> dict:
         if need_refs:
             for p in prompts:
                 if tuple(p) not in references:
-                    references[tuple(p)] = reference_tokens(model, tokenizer, p, args.max_tokens)
+                    with shipped():
+                        references[tuple(p)] = reference_tokens(
+                            model, tokenizer, p, args.max_tokens
+                        )
         expected = [references[tuple(p)] for p in prompts] if need_refs else None
         base_runs: list[RunResult] = []
         plain_runs: list[RunResult] = []
@@ -215,7 +229,8 @@ async def bench(args: argparse.Namespace) -> dict:
             # MLX's CUDA backend builds a graph per new shape (batch size, tokens per row), once
             # per process, and admitting c rows meets shapes a smaller run never did
             if not args.no_baseline:
-                run_batch_generator(model, tokenizer, prompts, args.max_tokens, slots=slots)
+                with shipped():
+                    run_batch_generator(model, tokenizer, prompts, args.max_tokens, slots=slots)
             await run_ours(eng, prompts, args.max_tokens, slots=slots)
             for k in sorted({s.draft_tokens for s in configs}):
                 spec = next(s for s in configs if s.draft_tokens == k)
@@ -224,13 +239,14 @@ async def bench(args: argparse.Namespace) -> dict:
         single_runs: list[RunResult] = []
         for _ in range(args.repeats):  # alternated, so drift on a noisy machine hits all alike
             if not args.no_baseline:
-                base_runs.append(
-                    run_batch_generator(model, tokenizer, prompts, args.max_tokens, slots=slots)
-                )
-                if c == 1:
-                    single_runs.append(
-                        run_single_stream(model, tokenizer, prompts, args.max_tokens)
+                with shipped():
+                    base_runs.append(
+                        run_batch_generator(model, tokenizer, prompts, args.max_tokens, slots=slots)
                     )
+                    if c == 1:
+                        single_runs.append(
+                            run_single_stream(model, tokenizer, prompts, args.max_tokens)
+                        )
             await take_timing(eng)
             plain_run = await run_ours(eng, prompts, args.max_tokens, slots=slots)
             plain_run.timing = await take_timing(eng)
@@ -245,17 +261,18 @@ async def bench(args: argparse.Namespace) -> dict:
             await set_replay(eng, False)
         mlx_spec = None
         if c == 1 and draft is not None and configs:
-            mlx_spec = statistics.median(
-                run_mlx_lm_speculative(
-                    model,
-                    draft.model,
-                    tokenizer,
-                    prompts,
-                    args.max_tokens,
-                    configs[0].draft_tokens,
-                ).tokens_per_s
-                for _ in range(args.repeats)
-            )
+            with shipped():
+                mlx_spec = statistics.median(
+                    run_mlx_lm_speculative(
+                        model,
+                        draft.model,
+                        tokenizer,
+                        prompts,
+                        args.max_tokens,
+                        configs[0].draft_tokens,
+                    ).tokens_per_s
+                    for _ in range(args.repeats)
+                )
         base = statistics.median(r.tokens_per_s for r in base_runs) if base_runs else None
         plain = statistics.median(r.tokens_per_s for r in plain_runs)
         variants = [(None, plain_runs)] + [(configs[i], runs) for i, runs in spec_runs.items()]
@@ -288,6 +305,7 @@ async def bench(args: argparse.Namespace) -> dict:
         "machine": machine(),
         "model": loaded.info.name,
         "draft_model": draft.info.name if draft else None,
+        "baselines": "on Tandem's kernels" if args.baselines_on_our_kernels else "MLX as shipped",
         "results": results,
     }
 

@@ -130,10 +130,10 @@ def is_installed() -> bool:
     return False
 
 
-def install() -> bool:
+def install(*, force: bool = False) -> bool:
     """Route eligible depthwise convolutions through the kernel; True when it is in place. It
     must run before the recurrent-state capture hooks `nn.Conv1d` (model loading does)."""
-    if not may_install(DISABLE_ENV):
+    if not may_install(DISABLE_ENV, force=force):
         return False
     if is_installed():
         return True

@@ -252,9 +252,9 @@ def is_installed() -> bool:
     return hasattr(_module().gated_delta_ops, "tandem_original")
 
 
-def install() -> bool:
+def install(*, force: bool = False) -> bool:
     """Route mlx-lm's gated-delta fallback through the CUDA kernel; True when it is in place."""
-    if not may_install(DISABLE_ENV):
+    if not may_install(DISABLE_ENV, force=force):
         return False
     module = _module()
     if not is_installed():

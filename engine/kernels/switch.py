@@ -10,9 +10,14 @@ import mlx.core as mx
 from engine.device import on_cuda
 
 
-def turned_off(env: str) -> bool:
-    """The user set `env` (anything but empty or "0") to keep MLX's own path."""
+def is_set(env: str) -> bool:
+    """The user set `env` to anything but empty or "0"."""
     return os.environ.get(env, "") not in ("", "0")
+
+
+def turned_off(env: str) -> bool:
+    """The user set `env` to keep MLX's own path."""
+    return is_set(env)
 
 
 def may_install(env: str, *, needs_cuda_kernel: bool = True, force: bool = False) -> bool:

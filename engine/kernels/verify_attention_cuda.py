@@ -239,9 +239,9 @@ def is_installed() -> bool:
     return bool(getattr(mx.fast.scaled_dot_product_attention, "tandem_verify_attention", False))
 
 
-def install() -> bool:
+def install(*, force: bool = False) -> bool:
     """Route eligible attention calls through the kernel; True when it is in place (CUDA only)."""
-    if not may_install(DISABLE_ENV):
+    if not may_install(DISABLE_ENV, force=force):
         return False
     if not is_installed():
         mx.fast.scaled_dot_product_attention = make_sdpa(mx.fast.scaled_dot_product_attention)
