@@ -10,7 +10,8 @@ lengths: a mask); engine-core (EngineCore.step without asyncio); engine-api (eng
 Engine under asyncio). Verify rounds: bare-verify (width k+1 over a plain cache, all rows
 trimmed alike), ours-verify (our cache with per-row rollback), engine-core-verify and
 engine-api-verify (the synthetic drafter at acceptance 0.9). A rung that fails records its
-error; the others still run.
+error; the others still run. The bare rungs and batch-cache-masked run mlx-lm on MLX's own
+kernels, as it ships (on CUDA Tandem's kernels would otherwise take its masked attention too).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from engine.bench import ladder_rungs as rungs
 from engine.bench.__main__ import machine
 from engine.bench.process_exit import run_and_exit
 from engine.bench.synthetic import SyntheticDrafter
+from engine.kernels.as_shipped import mlx_as_shipped
 
 DEFAULT_BATCHES = (1, 32)
 DEFAULT_CONTEXT = 256
@@ -112,17 +114,17 @@ class Ladder:
         equal, ragged = self.prompts(batch), self.prompts(batch, ragged=True)
         out: dict[str, Callable[[], dict]] = {}
         if batch == 1:
-            out["bare-generate"] = lambda: rungs.bare_generate(m, equal, t)
+            out["bare-generate"] = shipped(lambda: rungs.bare_generate(m, equal, t))
         else:
-            out["bare-batchgen"] = lambda: rungs.bare_batchgen(m, equal, t)
-        out["bare-forward"] = lambda: rungs.bare_forward(m, equal, t)
-        out["batch-cache-masked"] = lambda: rungs.batch_cache(m, equal, t, ours=False)
+            out["bare-batchgen"] = shipped(lambda: rungs.bare_batchgen(m, equal, t))
+        out["bare-forward"] = shipped(lambda: rungs.bare_forward(m, equal, t))
+        out["batch-cache-masked"] = shipped(lambda: rungs.batch_cache(m, equal, t, ours=False))
         out["ours-cache-equal"] = lambda: rungs.batch_cache(m, equal, t, ours=True)
         if batch > 1:  # one row has no other row to differ from
             out["ours-cache-ragged"] = lambda: rungs.batch_cache(m, ragged, t, ours=True)
         out["engine-core"] = lambda: rungs.engine_core(self.core, equal, t)
         out["engine-api"] = lambda: self.api(equal, verify=False)
-        out["bare-verify"] = lambda: rungs.bare_verify(m, equal, t)
+        out["bare-verify"] = shipped(lambda: rungs.bare_verify(m, equal, t))
         out["ours-verify"] = lambda: rungs.ours_verify(m, equal, t)
         out["engine-core-verify"] = lambda: rungs.engine_core(self.core, equal, t, verify=True)
         out["engine-api-verify"] = lambda: self.api(equal, verify=True)
@@ -140,6 +142,16 @@ class Ladder:
         if self.engine_error is None:
             self.loop.run_until_complete(self.engine.stop())
         self.loop.close()
+
+
+def shipped(fn: Callable[[], dict]) -> Callable[[], dict]:
+    """A rung of mlx-lm's own code, run on MLX's own kernels (engine/kernels/as_shipped.py)."""
+
+    def run() -> dict:
+        with mlx_as_shipped():
+            return fn()
+
+    return run
 
 
 def measure(ladder: Ladder, batch: int, repeats: int) -> list[dict]:
