@@ -5,9 +5,10 @@ on a machine without a GPU: a kernel that does not compile is found before devic
     TANDEM_NVRTC=.../cuda_nvrtc/lib/libnvrtc.so.12 TANDEM_CUDA_INCLUDE=.../cuda_runtime/include \\
         python -m engine.bench.nvrtc_check
 
-(or `pip install` them: they are then found by themselves). It compiles every template variant
-the engine launches, for the H100 / H200's architecture (compute_90) unless `--arch` says
-otherwise, and fails on any error or warning. It says nothing of a kernel's numbers: those are
+(or `pip install` them, as the test extras do on Linux: they are then found by themselves). It
+compiles the template variants of every kernel in engine/kernels/ (verify attention, skinny
+matmul, depthwise convolution, gated delta), for the H100 / H200's architecture (compute_90)
+unless `--arch` says otherwise, and fails on any error or warning. It says nothing of a kernel's numbers: those are
 engine/bench/matmul_check.py's and attention_check.py's, on a GPU. Without NVRTC it says so and
 exits 0.
 """
@@ -21,7 +22,12 @@ import os
 from pathlib import Path
 
 from engine.bench.process_exit import run_and_exit
-from engine.kernels import skinny_matmul_cuda, verify_attention_cuda
+from engine.kernels import (
+    depthwise_conv_cuda,
+    gated_delta_cuda,
+    skinny_matmul_cuda,
+    verify_attention_cuda,
+)
 
 NVRTC_ENV = "TANDEM_NVRTC"
 INCLUDE_ENV = "TANDEM_CUDA_INCLUDE"
@@ -80,6 +86,22 @@ def variants() -> list[tuple[str, str]]:
         source = skinny_matmul_cuda.kernel_source()
         wrapped = wrap("k", [("x", t), ("w", t)], [("out", t)], template, source)
         out.append((f"skinny_matmul {dtype} ROWS={r}", wrapped))
+    for dtype, k in itertools.product(TYPES, (3, 4)):
+        t = TYPES[dtype]
+        template = [("InT", t), ("OutT", t), ("K", k)]
+        source = depthwise_conv_cuda.kernel_source()
+        wrapped = wrap("k", [("x", t), ("w", t)], [("y", t)], template, source)
+        out.append((f"depthwise_conv {dtype} K={k}", wrapped))
+    for dtype, mask, vector in itertools.product(TYPES, (False, True), (False, True)):
+        t = TYPES[dtype]
+        names = gated_delta_cuda.kernel_input_names(has_mask=mask)
+        inputs = [
+            (n, "bool" if n == "mask" else ("float" if n == "state_in" else t)) for n in names
+        ]
+        template = [("InT", t), ("StT", "float"), ("Dk", 128), ("Dv", 128), ("Hk", 16), ("Hv", 32)]
+        source = gated_delta_cuda.kernel_source(has_mask=mask, vectorized=vector)
+        wrapped = wrap("k", inputs, [("y", t), ("state_out", "float")], template, source)
+        out.append((f"gated_delta {dtype} mask={mask} per-key gate={vector}", wrapped))
     return out
 
 

@@ -30,6 +30,8 @@ def test_every_kernel_the_engine_launches_has_a_variant():
     labels = [label for label, _ in nvrtc_check.variants()]
     assert any(label.startswith("verify_attention bfloat16") for label in labels)
     assert "skinny_matmul bfloat16 ROWS=16" in labels
+    assert any(label.startswith("depthwise_conv") for label in labels)
+    assert "gated_delta bfloat16 mask=True per-key gate=True" in labels
 
 
 def test_without_nvrtc_it_says_so_and_exits_0(monkeypatch, capsys):
