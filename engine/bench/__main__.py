@@ -342,7 +342,12 @@ def multiturn_report(args: argparse.Namespace) -> dict:
 def long_prompt_report(args: argparse.Namespace) -> dict:
     from engine.bench.long_prompt import print_long_prompt, run_sync
 
-    rows = run_sync(args.model, long_tokens=args.long_tokens, prefill_chunk=args.prefill_chunk)
+    rows = run_sync(
+        args.model,
+        long_tokens=args.long_tokens,
+        prefill_chunk=args.prefill_chunk,
+        repeats=args.repeats,
+    )
     for row in rows:
         print_long_prompt(row)
     return {

@@ -1,7 +1,8 @@
 """`python -m engine.bench --workload long-prompt`: does a long prompt stall the chats that are
 running? Three chats decode; a long prompt arrives; the running chats' gaps between tokens while
 it is prefilled (p99) against their gaps without it, and the long prompt's time to first token
-against prefilling it alone. Both in one process, so the ratios survive a noisy machine.
+against prefilling it alone. Both in one process, in turn (`--repeats` turns, each ratio taken
+within its turn, medians reported), so the ratios survive a noisy machine.
 
 The gaps are the engine's own: tokens reach the benchmark as each step makes them
 (`stream_interval_s=0`), not in the app's batches of a few steps, which would hide a stall shorter
@@ -82,7 +83,11 @@ async def measure(
     gap_factor: float | None,
     packed: bool = True,
     pow2: bool | None = None,
+    repeats: int = 1,
 ) -> dict[str, Any]:
+    """The long prompt alone, the chats without it and the chats beside it, in turn `repeats`
+    times after one untimed pass; each ratio is taken within one turn and the medians
+    reported."""
     config = EngineConfig(
         model=model,
         prefill_chunk=prefill_chunk,
@@ -104,7 +109,6 @@ async def measure(
         prompt_ids(tokenizer, [{"role": "user", "content": q}]) for q in CHAT_QUESTIONS[:running]
     ]
     await _first_token(engine, long_prompt[:64])  # warm-up
-    _, _, alone = await _first_token(engine, long_prompt)
 
     async def gaps_with(long: bool) -> tuple[list[float], float | None]:
         slots: list[list[list[float]]] = [[] for _ in chats]
@@ -132,12 +136,22 @@ async def measure(
         return [g for slot in slots for t in slot for g in _gaps(t, start, end)], ttft
 
     await gaps_with(True)  # warm-up: the shapes a paced prompt goes through
-    quiet, _ = await gaps_with(False)
     pacer = await engine.run_on_engine_thread(lambda: engine._worker.core_for().scheduler.pacer)
+    turns: list[dict[str, Any]] = []
     trace: list[PacedStep] = []
-    await engine.run_on_engine_thread(lambda: setattr(pacer, "trace", trace))
-    busy, ttft = await gaps_with(True)
-    await engine.run_on_engine_thread(lambda: setattr(pacer, "trace", None))
+    for turn in range(max(repeats, 1)):
+        _, _, alone = await _first_token(engine, long_prompt)
+        quiet, _ = await gaps_with(False)
+        last = turn == max(repeats, 1) - 1
+        if last:  # the last turn's steps are traced
+            await engine.run_on_engine_thread(lambda: setattr(pacer, "trace", trace))
+        busy, ttft = await gaps_with(True)
+        if last:
+            await engine.run_on_engine_thread(lambda: setattr(pacer, "trace", None))
+        ttft = ttft or 0.0
+        turns.append(
+            dict(quiet=quiet, busy=busy, alone=alone, ttft=ttft, gap=p99(busy) / p99(quiet))
+        )
     timing = await engine.run_on_engine_thread(lambda: engine._worker.core_for().scheduler.timing)
     prompt_steps = [s for s in trace if s.prefill_tokens > 0 and s.decoding]
     decode_steps = [s.seconds for s in trace if s.decoding and not s.prefill_tokens]
@@ -149,28 +163,35 @@ async def measure(
         "prefill_chunk": config.step_prefill_chunk(),
         "prefill_gap_factor": gap_factor,
         "packed_prefill": packed,
-        "gap_p99_without_s": round(p99(quiet), 4),
-        "gap_median_without_s": round(statistics.median(quiet), 4),
-        "gap_p99_with_long_prompt_s": round(p99(busy), 4),
-        "gap_ratio": round(p99(busy) / p99(quiet), 3),
-        "long_prompt_ttft_alone_s": round(alone, 3),
-        "long_prompt_ttft_beside_chats_s": round(ttft or 0.0, 3),
-        "ttft_ratio": round((ttft or 0.0) / alone, 3),
-        # over the engine's life (three long prompts): steps whose forward carried a chunk
+        "repeats": len(turns),
+        "gap_p99_without_s": round(median(p99(t["quiet"]) for t in turns), 4),
+        "gap_median_without_s": round(median(statistics.median(t["quiet"]) for t in turns), 4),
+        "gap_p99_with_long_prompt_s": round(median(p99(t["busy"]) for t in turns), 4),
+        "gap_ratio": round(median(t["gap"] for t in turns), 3),
+        "gap_ratio_runs": [round(t["gap"], 3) for t in turns],
+        "long_prompt_ttft_alone_s": round(median(t["alone"] for t in turns), 3),
+        "long_prompt_ttft_beside_chats_s": round(median(t["ttft"] for t in turns), 3),
+        "ttft_ratio": round(median(t["ttft"] / t["alone"] for t in turns), 3),
+        "ttft_ratio_runs": [round(t["ttft"] / t["alone"], 3) for t in turns],
+        # over the engine's life (every long prompt of the run): steps whose forward carried a chunk
         "shared_steps": timing.shared_steps,
         "shared_prompt_tokens": timing.shared_tokens,
         "pow2_chunks": pacer.pow2,
-        # the measured pass's steps with prompt tokens beside the chats: (tokens, ms) each
+        # the last turn's steps with prompt tokens beside the chats: (tokens, ms) each
         "prompt_steps": [[s.prefill_tokens, round(1e3 * s.seconds, 2)] for s in prompt_steps],
-        # that pass's steps that only decoded (the engine's own time, not the gap between tokens)
+        # that turn's steps that only decoded (the engine's own time, not the gap between tokens)
         "decode_step_median_ms": round(1e3 * statistics.median(decode_steps), 2)
         if decode_steps
         else None,
     }
 
 
+def median(values) -> float:
+    return statistics.median(list(values))
+
+
 def run_sync(
-    model: str | None, *, long_tokens: int, prefill_chunk: int | None
+    model: str | None, *, long_tokens: int, prefill_chunk: int | None, repeats: int = 1
 ) -> list[dict[str, Any]]:
     """Paced prefill sharing the decode step's forward (the default), paced in forwards of its
     own (before it), and whole chunks (before the pacer), one after the other."""
@@ -184,6 +205,7 @@ def run_sync(
                 settle_tokens=5,
                 gap_factor=factor,
                 packed=packed,
+                repeats=repeats,
             )
         )
         for factor, packed in DEFAULT_CONFIGS
