@@ -39,12 +39,13 @@ DYNAMIC_PACKAGES = (
 # kinds are needed for tokenizers (the modeling_* files want torch)
 TRANSFORMERS_KINDS = ("tokenization_", "configuration_")
 # installed in a developer's .venv (tests, benchmarks: matplotlib brings Pillow, which
-# transformers' image code would pull in), never used by the app
+# transformers' image code would pull in; nvidia: NVRTC for engine.bench.nvrtc_check), never
+# used by the app
 EXCLUDES = ["tkinter", "matplotlib", "PIL", "pytest", "_pytest", "IPython", "torch", "pyelftools",
-            "openai"]  # fmt: skip
+            "openai", "nvidia"]  # fmt: skip
 # found by scanning ctypes.CDLL calls, but only probed at run time: transformers asks for the CUDA
-# runtime (and a build machine's copy must never ship)
-UNWANTED_BINARIES = ("libcudart",)
+# runtime, the test extras install NVRTC (and a build machine's copy must never ship)
+UNWANTED_BINARIES = ("libcudart", "libnvrtc")
 RESOURCE_SUFFIXES = (".json", ".qss", ".svg", ".png", ".safetensors")  # + draft heads
 
 

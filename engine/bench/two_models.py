@@ -27,6 +27,7 @@ from engine.api import Engine, EngineConfig
 from engine.bench.baselines import RunResult, reference_tokens, run_ours
 from engine.bench.workloads import messages_for, prompt_ids
 from engine.hosting.model_loader import LoadJob
+from engine.kernels.as_shipped import mlx_as_shipped
 from engine.requests import GenerationRequest, TokenEvent
 
 DEFAULT_CONCURRENCY = 4  # rows per model
@@ -142,8 +143,9 @@ async def bench(args: argparse.Namespace, second_path: str) -> dict:
     c, n = args.concurrency, args.max_tokens
     prompts_a = [prompt_ids(loaded_a.tokenizer, m) for m in messages_for(args.workload, c)]
     prompts_b = [prompt_ids(loaded_b.tokenizer, m) for m in messages_for(args.workload, 2 * c)][c:]
-    ref_a = [reference_tokens(loaded_a.model, loaded_a.tokenizer, p, n) for p in prompts_a]
-    ref_b = [reference_tokens(loaded_b.model, loaded_b.tokenizer, p, n) for p in prompts_b]
+    with mlx_as_shipped():  # the references as mlx-lm gives them, on MLX's own kernels
+        ref_a = [reference_tokens(loaded_a.model, loaded_a.tokenizer, p, n) for p in prompts_a]
+        ref_b = [reference_tokens(loaded_b.model, loaded_b.tokenizer, p, n) for p in prompts_b]
     eng = Engine(
         EngineConfig(model=args.model, prompt_cache=False, log_blas=False, max_batch=2 * c)
     )
