@@ -14,11 +14,13 @@ kernels of its own for these shapes; this module changes nothing there.
 
 It is off unless `TANDEM_SKINNY_MATMUL=1`: it was written when no CUDA GPU could be lent, so its
 numbers and its speed are unchecked. `python -m engine.bench.matmul_check` checks both against
-MLX; once they hold, it becomes the default on CUDA (as the verify-attention kernel is).
+MLX; once they hold, it becomes the default on CUDA (as the verify-attention kernel is). Turned
+on, it first checks itself against MLX on a few small cases and stays off where they differ.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -28,6 +30,8 @@ import mlx.nn as nn
 from engine.device import on_cuda
 from engine.kernels.switch import is_set, may_install
 
+log = logging.getLogger(__name__)
+
 ENABLE_ENV = "TANDEM_SKINNY_MATMUL"  # opt-in until checked on a CUDA GPU (above)
 DISABLE_ENV = "TANDEM_NO_SKINNY_MATMUL"
 MIN_ROWS = 2  # one row is MLX's own matrix-vector kernel
@@ -35,6 +39,7 @@ MAX_ROWS = 16
 DEFAULT_COLS = 2  # rows of w per warp
 DEFAULT_WARPS = 4
 FLOATS = (mx.float16, mx.bfloat16, mx.float32)
+DEFAULT_CHECK_TOLERANCE = 2e-2  # of the result's scale: bfloat16 output rounding passes
 
 # MLX wraps this in `__global__ void custom_kernel_<name>(const T* x, const Shape x_shape, ...,
 # const T* w, ..., T* out)`; T, ROWS (a power of two >= x's rows), COLS and WARPS become
@@ -211,13 +216,36 @@ def is_installed() -> bool:
     return bool(getattr(nn.Linear.__call__, "tandem_skinny_matmul", False))
 
 
+def self_check() -> str | None:
+    """None when the kernel gives what MLX gives on a small case of every row bucket, else why
+    not (a GPU, driver or MLX where it compiles or computes otherwise keeps MLX's matmuls)."""
+    try:
+        for rows in (2, 5, 16):
+            x = mx.random.normal((rows, 512), key=mx.random.key(rows)).astype(mx.bfloat16)
+            w = mx.random.normal((72, 512), key=mx.random.key(99)).astype(mx.bfloat16)
+            want = x.astype(mx.float32) @ w.astype(mx.float32).T
+            got = skinny_matmul(x, w).astype(mx.float32)
+            error = mx.abs(got - want).max().item()
+            scale = mx.abs(want).max().item()
+            if not error <= DEFAULT_CHECK_TOLERANCE * scale:
+                return f"{rows} rows: off by {error:.3g} of {scale:.3g}"
+    except Exception as exc:  # noqa: BLE001 - any failure keeps MLX's path
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
 def install(*, force: bool = False) -> bool:
     """Route eligible matmuls through the kernel; True when it is in place (CUDA only, and only
-    when ENABLE_ENV turns it on, unless `force`)."""
+    when ENABLE_ENV turns it on and `self_check` passes, unless `force`)."""
     if not force and not is_set(ENABLE_ENV):
         return False
     if not may_install(DISABLE_ENV, force=force):
         return False
+    if not is_installed() and not force:
+        problem = self_check()
+        if problem is not None:
+            log.warning("the skinny-matmul kernel is off: it differs from MLX (%s)", problem)
+            return False
     if not is_installed():
         nn.Linear.__call__ = make_linear_call(nn.Linear.__call__)
         nn.Embedding.as_linear = make_as_linear(nn.Embedding.as_linear)

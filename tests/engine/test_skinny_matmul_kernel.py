@@ -126,6 +126,7 @@ def test_install_does_nothing_on_the_cpu():
 def test_it_is_off_unless_turned_on_and_the_off_switch_wins(monkeypatch):
     """Unchecked on a CUDA GPU so far: off by default there too (see the module's docstring)."""
     monkeypatch.setattr(smc, "may_install", lambda env, force=False: True)
+    monkeypatch.setattr(smc, "self_check", lambda: None)
     monkeypatch.delenv(smc.ENABLE_ENV, raising=False)
     assert smc.install() is False
     monkeypatch.setenv(smc.ENABLE_ENV, "0")
@@ -173,3 +174,25 @@ def test_the_checker_says_there_is_nothing_to_check_without_cuda(capsys):
 
     assert matmul_check.main(["--quick"]) == 0
     assert "CUDA only" in capsys.readouterr().out
+
+
+def test_a_kernel_that_differs_from_mlx_is_not_installed(monkeypatch, caplog):
+    """On a GPU, driver or MLX where the kernel computes otherwise, MLX's matmuls stay."""
+    monkeypatch.setattr(smc, "may_install", lambda env, force=False: True)
+    monkeypatch.setenv(smc.ENABLE_ENV, "1")
+    monkeypatch.setattr(smc, "skinny_matmul", lambda x, w, **kw: (x @ w.T)[:, ::-1])
+    assert smc.self_check() is not None
+    assert smc.install() is False and not smc.is_installed()
+    assert "differs from MLX" in caplog.text
+
+    def raises(x, w, **kw):
+        raise RuntimeError("NVRTC failed")
+
+    monkeypatch.setattr(smc, "skinny_matmul", raises)
+    assert "NVRTC failed" in smc.self_check()
+    monkeypatch.setattr(smc, "skinny_matmul", lambda x, w, **kw: x @ w.T)
+    assert smc.self_check() is None
+    try:
+        assert smc.install() is True
+    finally:
+        smc.uninstall()
