@@ -7,8 +7,9 @@ on a machine without a GPU: a kernel that does not compile is found before devic
 
 (or `pip install` them, as the test extras do on Linux: they are then found by themselves). It
 compiles the template variants of every kernel in engine/kernels/ (verify attention, skinny
-matmul, depthwise convolution, gated delta), for the H100 / H200's architecture (compute_90)
-unless `--arch` says otherwise, and fails on any error or warning. It says nothing of a kernel's numbers: those are
+matmul, depthwise convolution, gated delta), for the H100 / H200's architecture (sm_90) unless
+`--arch` says otherwise, and fails on any error, warning or register spill (`--verbose`: the
+registers each variant uses). It says nothing of a kernel's numbers: those are
 engine/bench/matmul_check.py's and attention_check.py's, on a GPU. Without NVRTC it says so and
 exits 0.
 """
@@ -19,6 +20,7 @@ import argparse
 import ctypes
 import itertools
 import os
+import re
 from pathlib import Path
 
 from engine.bench.process_exit import run_and_exit
@@ -31,7 +33,7 @@ from engine.kernels import (
 
 NVRTC_ENV = "TANDEM_NVRTC"
 INCLUDE_ENV = "TANDEM_CUDA_INCLUDE"
-DEFAULT_ARCH = "compute_90"
+DEFAULT_ARCH = "sm_90"  # the H100 / H200; a real architecture, so ptxas reports registers
 TYPES = {"bfloat16": "__nv_bfloat16", "float16": "__half", "float32": "float"}
 # MLX's own header defines these (mlx/backend/cuda/device/utils.cuh); stand-ins of the same use
 _HEADER = """
@@ -129,6 +131,8 @@ def compile_source(nvrtc: ctypes.CDLL, source: str, *, include: Path, arch: str)
     if code:
         return code, "nvrtcCreateProgram failed"
     options = [f"--gpu-architecture={arch}", "-std=c++17", "-default-device", f"-I{include}"]
+    if arch.startswith("sm_"):
+        options.append("--ptxas-options=-v")
     array = (ctypes.c_char_p * len(options))(*[o.encode() for o in options])
     try:
         code = nvrtc.nvrtcCompileProgram(program, len(options), array)
@@ -144,6 +148,7 @@ def compile_source(nvrtc: ctypes.CDLL, source: str, *, include: Path, arch: str)
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--arch", default=DEFAULT_ARCH)
+    p.add_argument("--verbose", action="store_true", help="registers of every variant")
     args = p.parse_args(argv)
     found = find_nvrtc()
     if found is None:
@@ -154,9 +159,18 @@ def main(argv: list[str] | None = None) -> int:
     failed = 0
     for label, source in variants():
         code, log = compile_source(nvrtc, source, include=include, arch=args.arch)
-        if code or log:
+        problems = [
+            line
+            for line in log.splitlines()
+            if not line.startswith("ptxas") or re.search(r"error|warning", line, re.IGNORECASE)
+        ]
+        spills = [int(n) for n in re.findall(r"(\d+) bytes spill stores", log)]
+        registers = re.findall(r"Used (\d+) registers", log)
+        if code or problems or any(spills):
             failed += 1
-            print(f"{label}: NVRTC result {code}\n{log}")
+            print(f"{label}: NVRTC result {code}, spill stores {spills}\n{log}")
+        elif args.verbose:
+            print(f"{label}: {', '.join(registers) or '?'} registers, no spills")
     print(
         f"{len(variants()) - failed} of {len(variants())} kernel variants compiled for {args.arch}"
     )

@@ -72,6 +72,7 @@ _SOURCE = """
       acc[m][c] = 0.0f;
     }
   }
+  #pragma unroll 4  // several iterations' loads in flight: the reads are the cost
   for (int i = lane; i < vectors; i += 32) {
     float wf[COLS][VEC];
     #pragma unroll
