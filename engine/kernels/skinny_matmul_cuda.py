@@ -3,12 +3,12 @@
 A decode step of a few chats and a verify forward of one or two rows multiply a handful of
 token rows by every weight of the model. MLX's CUDA backend runs one row through its own
 matrix-vector kernel (near the memory's speed) and everything wider through cuBLASLt, whose
-kernels for a few rows read the weights far more slowly: on the H200 a random 8B stepped one
-row in 5.0 ms and four rows in 8.0 ms (docs/benchmarks.md), though both read the same 14 GB.
+kernels for a few rows are the likely reason that on the H200 a random 8B stepped one row in
+5.0 ms and four rows in 8.0 ms (docs/benchmarks.md), though both read the same 14 GB.
 Here each warp reads COLS rows of `w` once, 16 bytes a lane at a time, and multiplies each
 against all of x's rows (at most 16, kept as float32 sums), as MLX's matrix-vector kernel does
-for one. Past 16 rows the multiply-adds on CUDA cores cost more than the reading, and cuBLAS's
-tensor cores win. `install()` routes eligible `nn.Linear` calls (and tied embeddings used as the
+for one. Past about 16 rows the multiply-adds on CUDA cores should cost more than the reading
+and cuBLAS's tensor cores win (matmul_check times up to 32 rows to find the line). `install()` routes eligible `nn.Linear` calls (and tied embeddings used as the
 output layer) to it on CUDA and leaves every other call to MLX. Metal's MLX has matrix-vector
 kernels of its own for these shapes; this module changes nothing there.
 
