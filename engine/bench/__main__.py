@@ -49,7 +49,7 @@ DEFAULT_REPEATS = 2
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m engine.bench", description=__doc__)
-    p.add_argument("--model", default=None, help="model folder, HF repo id, random:1b|8b|tiny")
+    p.add_argument("--model", default=None, help="model folder, HF repo id, random:1b|8b|tiny|host")
     p.add_argument("--draft-model", default=None, help="draft model for --speculative draft")
     p.add_argument(
         "--mtp-weights",

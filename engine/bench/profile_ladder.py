@@ -51,7 +51,7 @@ PLAIN_OF = {
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m engine.bench.profile_ladder", description=__doc__)
-    p.add_argument("--model", default=None, help="model folder, HF repo id, random:1b|8b|tiny")
+    p.add_argument("--model", default=None, help="model folder, HF repo id, random:1b|8b|tiny|host")
     p.add_argument("--batch", type=int, nargs="+", default=list(DEFAULT_BATCHES))
     p.add_argument("--context", type=int, default=DEFAULT_CONTEXT, help="prompt tokens per row")
     p.add_argument("--tokens", type=int, default=DEFAULT_TOKENS, help="timed steps per run")

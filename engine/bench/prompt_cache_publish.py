@@ -31,7 +31,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="python -m engine.bench.prompt_cache_publish", description=__doc__
     )
-    p.add_argument("--model", default=None, help="model folder, HF repo id, random:1b|8b|tiny")
+    p.add_argument("--model", default=None, help="model folder, HF repo id, random:1b|8b|tiny|host")
     p.add_argument("--tokens", type=int, default=DEFAULT_TOKENS, help="the reply's history")
     p.add_argument("--repeats", type=int, default=DEFAULT_REPEATS)
     p.add_argument("--steps-after", type=int, default=DEFAULT_STEPS_AFTER)

@@ -34,6 +34,15 @@ PRESETS: dict[str, dict[str, int]] = {
         num_attention_heads=4,
         num_key_value_heads=2,
     ),
+    # the 1B's sixteen layers and head layout at a tiny width: a step costs its host work and
+    # MLX's per-op costs, not the model's arithmetic (where a round's time goes, on a CPU)
+    "host": dict(
+        hidden_size=128,
+        num_hidden_layers=16,
+        intermediate_size=256,
+        num_attention_heads=8,
+        num_key_value_heads=2,
+    ),
     "1b": dict(
         hidden_size=2048,
         num_hidden_layers=16,
