@@ -52,7 +52,9 @@ def measure(model: Any, *, context: int, chunks: tuple[int, ...]) -> list[dict[s
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="random:1b", help="model folder or random:1b|8b|tiny|host")
+    parser.add_argument(
+        "--model", default="random:1b", help="model folder or random:1b|8b|tiny|host"
+    )
     parser.add_argument("--context", type=int, default=DEFAULT_CONTEXT)
     parser.add_argument("--chunks", type=int, nargs="+", default=list(DEFAULT_CHUNKS))
     parser.add_argument("--json", type=Path, default=None)
