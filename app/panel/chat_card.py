@@ -93,6 +93,11 @@ class ChatCard(MetricCard):
             self._stats_method = self._controller.settings.spec_method
         self._show(stats)
 
+    def refresh_model(self) -> None:
+        """The chat's model may have a new name (the default model loaded, or another added)."""
+        if self._controller is not None:
+            self._settings_changed(self._controller.settings)
+
     def _settings_changed(self, settings: ChatSettings) -> None:
         lines = [
             f"Model: {self._controller.model_name}" if self._controller else "",

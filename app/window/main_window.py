@@ -152,6 +152,8 @@ class MainWindow(QMainWindow):
         bridge.statsUpdated.connect(panel.update_engine)
         bridge.engineFailed.connect(self._engine_failed)
         bridge.modelLoaded.connect(lambda _info: self.engine_banner.setVisible(False))
+        bridge.modelLoaded.connect(lambda _info: panel.chat_card.refresh_model())
+        bridge.modelAdded.connect(lambda _info: panel.chat_card.refresh_model())
         bridge.loadFailed.connect(self._restart_failed)
         server = self.local_server
         server.stateChanged.connect(self.status.set_server)

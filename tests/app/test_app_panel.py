@@ -212,3 +212,19 @@ def test_this_chat_shows_the_last_reply_again_after_a_restart(qtbot, store, fake
     again = make_window(store, fake_bridge)
     assert again.panel.chat_card.value("tokens") == tokens
     close_window(again)
+
+
+def test_the_chat_card_names_the_model_once_it_has_loaded(qtbot, window, monkeypatch):
+    """A chat opened while the default model loads showed "the default model" in the panel
+    until another chat was chosen (seen in the `make run` screenshot); the load renames it."""
+    bridge, card = window.bridge, window.panel.chat_card
+    info = bridge.model_info
+    monkeypatch.setattr(bridge, "name_for", lambda spec: "the default model")
+    card.refresh_model()
+    assert "Model: the default model" in card.spec.text()
+    monkeypatch.undo()  # loaded: the bridge knows its name
+    bridge.modelLoaded.emit(info)
+    assert f"Model: {info.name}" in card.spec.text()
+    monkeypatch.setattr(bridge, "name_for", lambda spec: "another name")
+    bridge.modelAdded.emit(info)  # a model loaded for some chat may rename this one's too
+    assert "Model: another name" in card.spec.text()
