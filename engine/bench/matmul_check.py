@@ -135,9 +135,9 @@ def main(argv: list[str] | None = None) -> int:
                 f"{r.max_abs_error} (MLX {r.mlx_error}); {timing}",
                 flush=True,
             )
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps([asdict(r) for r in results], indent=2))
+        if args.json:  # after every shape: a run cut short keeps what it measured
+            args.json.parent.mkdir(parents=True, exist_ok=True)
+            args.json.write_text(json.dumps([asdict(r) for r in results], indent=2))
     return 0
 
 

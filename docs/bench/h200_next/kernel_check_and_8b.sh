@@ -11,7 +11,7 @@ el() { echo "[$(( $(date +%s) - t0 ))s] $*"; }
 bash .gpu/b/install.sh > $OUT/install.log 2>&1 || { tail -5 $OUT/install.log; exit 1; }
 export PYTHONPATH=/tmp/site:$PWD TANDEM_TOKENIZER_DIR=$PWD/.gpu/tok
 el installed
-timeout 120 python3 -m engine.bench.matmul_check --json $OUT/matmul_check.json > $OUT/matmul_check.log 2>&1
+timeout 150 python3 -m engine.bench.matmul_check --json $OUT/matmul_check.json > $OUT/matmul_check.log 2>&1
 el "matmul_check rc=$?"
 grep -c "kernel " $OUT/matmul_check.log; grep -m3 -i "error\b.*Trace\|Traceback\|rror:" $OUT/matmul_check.log
 python3 - <<'PY' && export TANDEM_SKINNY_MATMUL=1
@@ -38,5 +38,5 @@ timeout 150 python3 -m engine.bench --model random:8b --speculative synthetic --
 el "syn8b rc=$?"; grep "^c=" $OUT/syn8b.log
 # the same 8B plain points with the kernel off: its before / after (the baselines are as shipped
 # in both runs, so the two ratios compare across the processes)
-TANDEM_SKINNY_MATMUL=0 timeout 130 python3 -m engine.bench --model random:8b --concurrency 1 4 16 --max-tokens 64 --repeats 3 --json $OUT/plain8b_kernel_off.json > $OUT/plain8b_kernel_off.log 2>&1
+TANDEM_SKINNY_MATMUL=0 timeout 110 python3 -m engine.bench --model random:8b --concurrency 1 4 16 --max-tokens 64 --repeats 3 --json $OUT/plain8b_kernel_off.json > $OUT/plain8b_kernel_off.log 2>&1
 el "plain8b kernel off rc=$?"; grep "^c=" $OUT/plain8b_kernel_off.log
