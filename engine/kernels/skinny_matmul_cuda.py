@@ -168,14 +168,19 @@ def skinny_matmul(
 
 def takes(x: mx.array, w: mx.array) -> bool:
     """Whether the kernel computes `x @ w.T` as MLX would, and faster: 2 to 16 rows in all, a
-    plain 2-D weight of x's floating dtype, and a width of whole 16-byte vectors."""
-    if w.ndim != 2 or x.ndim < 1 or x.dtype not in FLOATS or w.dtype != x.dtype:
+    plain 2-D weight of x's floating dtype, and a width of whole 16-byte vectors. Called for
+    every linear layer: the row count, which rejects most calls, comes first."""
+    shape = x.shape
+    rows = 1
+    for size in shape[:-1]:
+        rows *= size
+    if not MIN_ROWS <= rows <= MAX_ROWS:  # a 0-d x counts one row
         return False
-    K = w.shape[1]
-    if x.shape[-1] != K or K % (16 // x.dtype.size) or w.shape[0] == 0:
+    w_shape = w.shape
+    if len(w_shape) != 2 or w_shape[1] != shape[-1] or w_shape[0] == 0:
         return False
-    rows = x.size // K if K else 0
-    return MIN_ROWS <= rows <= MAX_ROWS
+    dtype = x.dtype
+    return dtype in FLOATS and w.dtype == dtype and shape[-1] % (16 // dtype.size) == 0
 
 
 def _apply(x: mx.array, w: mx.array) -> mx.array:
@@ -189,7 +194,7 @@ def make_linear_call(original: LinearCall) -> LinearCall:
 
     def __call__(self, x):
         weight = self["weight"]
-        if not on_cuda() or not takes(x, weight):
+        if not takes(x, weight) or not on_cuda():
             return original(self, x)
         out = _apply(x, weight)
         return out + self["bias"] if "bias" in self else out
@@ -204,7 +209,7 @@ def make_as_linear(original: LinearCall) -> LinearCall:
 
     def as_linear(self, x):
         weight = self["weight"]
-        if not on_cuda() or not takes(x, weight):
+        if not takes(x, weight) or not on_cuda():
             return original(self, x)
         return _apply(x, weight)
 

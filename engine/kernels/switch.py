@@ -11,19 +11,14 @@ from engine.device import on_cuda
 
 
 def is_set(env: str) -> bool:
-    """The user set `env` to anything but empty or "0"."""
+    """The user set `env` to anything but empty or "0" (an off switch, or an opt-in)."""
     return os.environ.get(env, "") not in ("", "0")
-
-
-def turned_off(env: str) -> bool:
-    """The user set `env` to keep MLX's own path."""
-    return is_set(env)
 
 
 def may_install(env: str, *, needs_cuda_kernel: bool = True, force: bool = False) -> bool:
     """Not turned off, and (unless `force`, for tests) the default device is a CUDA GPU whose
     MLX can compile custom kernels when the module has one."""
-    if turned_off(env):
+    if is_set(env):  # the user keeps MLX's own path
         return False
     if force:
         return True
