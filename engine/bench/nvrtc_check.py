@@ -157,7 +157,8 @@ def main(argv: list[str] | None = None) -> int:
     lib, include = found
     nvrtc = ctypes.CDLL(str(lib))
     failed = 0
-    for label, source in variants():
+    todo = variants()
+    for label, source in todo:
         code, log = compile_source(nvrtc, source, include=include, arch=args.arch)
         problems = [
             line
@@ -171,9 +172,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{label}: NVRTC result {code}, spill stores {spills}\n{log}")
         elif args.verbose:
             print(f"{label}: {', '.join(registers) or '?'} registers, no spills")
-    print(
-        f"{len(variants()) - failed} of {len(variants())} kernel variants compiled for {args.arch}"
-    )
+    print(f"{len(todo) - failed} of {len(todo)} kernel variants compiled for {args.arch}")
     return 1 if failed else 0
 
 

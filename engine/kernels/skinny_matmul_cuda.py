@@ -189,33 +189,20 @@ def _apply(x: mx.array, w: mx.array) -> mx.array:
     return out.reshape(*x.shape[:-1], w.shape[0])
 
 
-def make_linear_call(original: LinearCall) -> LinearCall:
-    """A drop-in `nn.Linear.__call__` that runs the kernel for calls it `takes` on a CUDA GPU."""
+def make_routed(original: LinearCall) -> LinearCall:
+    """A drop-in `nn.Linear.__call__` or `nn.Embedding.as_linear` (tied output layers) that runs
+    the kernel for calls it `takes` on a CUDA GPU, and `original` for every other."""
 
-    def __call__(self, x):
+    def routed(self, x):
         weight = self["weight"]
         if not takes(x, weight) or not on_cuda():
             return original(self, x)
         out = _apply(x, weight)
-        return out + self["bias"] if "bias" in self else out
+        return out + self["bias"] if "bias" in self else out  # an Embedding has none
 
-    __call__.tandem_skinny_matmul = True  # type: ignore[attr-defined]
-    __call__.__wrapped__ = original  # type: ignore[attr-defined]
-    return __call__
-
-
-def make_as_linear(original: LinearCall) -> LinearCall:
-    """A drop-in `nn.Embedding.as_linear` (tied output layers) that runs the kernel likewise."""
-
-    def as_linear(self, x):
-        weight = self["weight"]
-        if not takes(x, weight) or not on_cuda():
-            return original(self, x)
-        return _apply(x, weight)
-
-    as_linear.tandem_skinny_matmul = True  # type: ignore[attr-defined]
-    as_linear.__wrapped__ = original  # type: ignore[attr-defined]
-    return as_linear
+    routed.tandem_skinny_matmul = True  # type: ignore[attr-defined]
+    routed.__wrapped__ = original  # type: ignore[attr-defined]
+    return routed
 
 
 def is_installed() -> bool:
@@ -253,8 +240,8 @@ def install(*, force: bool = False) -> bool:
             log.warning("the skinny-matmul kernel is off: it differs from MLX (%s)", problem)
             return False
     if not is_installed():
-        nn.Linear.__call__ = make_linear_call(nn.Linear.__call__)
-        nn.Embedding.as_linear = make_as_linear(nn.Embedding.as_linear)
+        nn.Linear.__call__ = make_routed(nn.Linear.__call__)
+        nn.Embedding.as_linear = make_routed(nn.Embedding.as_linear)
     return True
 
 
