@@ -39,6 +39,10 @@ class EngineConfig:
     prefill_pow2: bool | None = None
     # a prompt chunk beside decoding rows shares their forward (engine/core/packed_forward.py)
     packed_prefill: bool = True
+    # verify rounds are queued before the last one is read back where the drafters and
+    # caches allow it (engine/core/lookahead.py); None: on a GPU only (on a CPU the device-side
+    # greedy choice costs more than the overlap saves); False: every round in series
+    verify_ahead: bool | None = None
     max_batch: int = DEFAULT_MAX_BATCH
     max_context: int | None = None  # cap below the model's own context length
     stats_interval_s: float = DEFAULT_STATS_INTERVAL_S

@@ -122,6 +122,10 @@ class SpecStats:
     # verify rounds by who drafted (Drafter.kind: a SpecMethod value, DRAFT_HEAD for a trained
     # head); an "auto" row drafts with its model or by prompt lookup, whichever is kept more
     rounds_by_drafter: dict[str, int] = field(default_factory=dict)
+    # rounds whose draft was drawn on a guessed history that proved wrong (a round queued
+    # before the last was read back: engine/core/lookahead.py); left out of the acceptance
+    # figures above, which describe the drafter
+    guessed_rounds: int = 0
 
     @property
     def acceptance_rate(self) -> float:
@@ -169,6 +173,7 @@ class SpecStats:
 
 _COUNTERS = (
     "rounds",
+    "guessed_rounds",
     "draft_tokens",
     "accepted_tokens",
     "target_forwards",

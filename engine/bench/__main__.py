@@ -36,6 +36,7 @@ from engine.bench.process_exit import run_and_exit
 from engine.bench.result_rows import make_row, print_row
 from engine.bench.synthetic import SyntheticDrafter
 from engine.bench.workloads import WORKLOADS, messages_for, prompt_ids
+from engine.core.lookahead import runs_ahead_by_default
 from engine.core.step_timing import StepTiming
 from engine.default_model import default_cache_root
 from engine.kernels.as_shipped import mlx_as_shipped
@@ -98,6 +99,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "(engine/cache/recurrent.py), alternated with the default recompute in one process",
     )
     p.add_argument(
+        "--serial-too",
+        action="store_true",
+        help="also run each speculative setting with every verify round in series (no round "
+        "queued before the last is read back: engine/core/lookahead.py), alternated in one process",
+    )
+    p.add_argument(
         "--baselines-on-our-kernels",
         action="store_true",
         help="run mlx-lm's baselines and reference on Tandem's CUDA kernels too (default: MLX's"
@@ -116,6 +123,7 @@ def machine() -> dict:
         "mlx": mx.__version__,
         "device": str(mx.default_device()),
         "blas": blas.info().name,
+        "verify_ahead_default": runs_ahead_by_default(),
     }
 
 
@@ -126,6 +134,7 @@ class SpecConfig:
     params: SpeculativeParams
     acceptance: float | None = None
     replay: bool = False  # recurrent rows replay kept tokens instead of recomputing their state
+    serial: bool | None = None  # verify rounds in series (True) or ahead; None: the default
 
     @property
     def method(self) -> SpecMethod:
@@ -147,18 +156,23 @@ def spec_configs(args: argparse.Namespace) -> list[SpecConfig]:
         if value is not None
     }
     return [
-        SpecConfig(SpeculativeParams(method=method, draft_tokens=k, **ngrams), a, replay)
+        SpecConfig(SpeculativeParams(method=method, draft_tokens=k, **ngrams), a, replay, serial)
         for k in args.draft_tokens
         for a in rates
         for replay in ((False, True) if args.replay_too else (False,))
+        for serial in ((False, True) if args.serial_too else (None,))
     ]
 
 
-async def set_replay(eng: Engine, replay: bool) -> None:
-    """Recurrent rows of the running engine replay kept tokens (True) or recompute (False)."""
+async def set_mode(eng: Engine, spec: SpecConfig | None) -> None:
+    """The running engine's recurrent rows replay kept tokens or recompute, and its verify
+    rounds run ahead or in series, as `spec` says (None: the defaults)."""
 
     def apply() -> None:
-        eng._worker.core_for().executor.batch.recompute = not replay
+        executor = eng._worker.core_for().executor
+        executor.batch.recompute = not (spec and spec.replay)
+        serial = spec.serial if spec is not None else None
+        executor.ahead.on = runs_ahead_by_default() if serial is None else not serial
 
     await eng.run_on_engine_thread(apply)
 
@@ -253,12 +267,12 @@ async def bench(args: argparse.Namespace) -> dict:
             plain_runs.append(plain_run)
             for i, spec in enumerate(configs):
                 params = arm(synth, spec, prompts, expected or [])
-                await set_replay(eng, spec.replay)
+                await set_mode(eng, spec)
                 await take_timing(eng)
                 run = await run_ours(eng, prompts, args.max_tokens, speculative=params, slots=slots)
                 run.timing = await take_timing(eng)
                 spec_runs[i].append(run)
-            await set_replay(eng, False)
+            await set_mode(eng, None)
         mlx_spec = None
         if c == 1 and draft is not None and configs:
             with shipped():

@@ -21,7 +21,13 @@ def _save(fig, path: Path, title: str) -> Path:
 
 
 def speedup_chart(results: list[dict], path: Path, *, title: str) -> Path | None:
-    rows = [r for r in results if r.get("acceptance") is not None and not r.get("recurrent_replay")]
+    rows = [
+        r
+        for r in results
+        if r.get("acceptance") is not None
+        and not r.get("recurrent_replay")
+        and r.get("verify_ahead") is not False
+    ]
     if not rows:
         return None
     import matplotlib

@@ -43,6 +43,8 @@ def make_row(
         "draft_tokens": spec.draft_tokens if spec else 0,
         "acceptance": spec.acceptance if spec else None,
         "recurrent_replay": bool(spec and spec.replay),
+        # verify rounds ahead (True) or in series; None: the engine's default for the device
+        "verify_ahead": None if spec is None or spec.serial is None else not spec.serial,
         "workload": args.workload,
         "max_tokens": args.max_tokens,
         "ours_tokens_per_s": round(ours, 2),
@@ -53,6 +55,7 @@ def make_row(
         "mlx_lm_speculative_tokens_per_s": round(mlx_spec, 2) if mlx_spec else None,
         "acceptance_by_position": by_pos,
         "mean_acceptance_length": round(totals.mean_acceptance_length, 3),
+        "guessed_rounds": totals.guessed_rounds,  # left out of the acceptance figures
         "tokens_per_forward": round(totals.tokens_per_forward, 3),
         "ours_mean_ttft_s": round(statistics.median(r.mean_ttft_s for r in runs), 3),
         "baseline_mean_ttft_s": round(statistics.median(r.mean_ttft_s for r in base_runs), 3)
@@ -90,6 +93,7 @@ def print_row(row: dict) -> None:
         )
     accept = f" p={row['acceptance']}" if row["acceptance"] is not None else ""
     accept += " replay" if row.get("recurrent_replay") else ""
+    accept += " serial" if row.get("verify_ahead") is False else ""
     paired = f" (paired {row['speedup_paired']})" if row.get("speedup_paired") else ""
     print(
         f"c={row['concurrency']:>3} {row['workload']:<8} spec={row['speculative']}"

@@ -21,6 +21,7 @@ class SyntheticDrafter(Drafter):
 
     name = SpecMethod.SYNTHETIC.value
     kind = SpecMethod.SYNTHETIC.value
+    drafts_ahead = True
 
     def __init__(self, *, vocab_size: int, seed: int = 0) -> None:
         self.vocab_size = vocab_size

@@ -6,7 +6,9 @@ into alignment moves the whole cache every round (its cost grows with the contex
 instead marks its discarded positions as holes, which join the left padding in the attention mask
 (built once per forward, only while holes exist), and RoPE positions come from each row's own `offset`, which counts only
 real tokens. Keys are written with their RoPE already applied, so a hole changes nothing for
-the positions after it. When holes take up too much of the buffer, `compact()` gathers each
+the positions after it. A round whose kept counts are still on the device (engine/core/lookahead.py)
+gives back its positions lazily: `offset` drops on the device, and the mask hides the round's
+unkept positions from a device array until `settle` turns them into holes like any other. When holes take up too much of the buffer, `compact()` gathers each
 row's real positions back into place (one move, now and then).
 
 On a GPU, a forward over several tokens per row (a verify round) attends over the whole buffer,
@@ -41,6 +43,8 @@ class RaggedBatchKVCache(BatchKVCache):
         self.hole_spans: list[tuple[int, int, int]] = []  # (row, start, end) buffer positions
         self.holes = 0  # most hole positions in any row (for the compaction decision)
         self.whole_buffer = default_whole_buffer()
+        # rounds given back lazily, oldest first: (first buffer position, width, kept [B])
+        self.pending: list[tuple[int, int, mx.array]] = []
 
     def __setattr__(self, name: str, value: object) -> None:
         if name == "left_padding":  # read again (once) before the next mask
@@ -54,6 +58,7 @@ class RaggedBatchKVCache(BatchKVCache):
         ragged.hole_spans = []
         ragged.holes = 0
         ragged.whole_buffer = default_whole_buffer()
+        ragged.pending = []
         ragged._padless = None
         return ragged
 
@@ -102,18 +107,23 @@ class RaggedBatchKVCache(BatchKVCache):
 
     # -- the mask: left padding and holes (built once per forward, from layer 0) ---------------
 
-    def valid_map(self, length: int) -> mx.array:
+    def valid_map(self, length: int, *, settled_only: bool = False) -> mx.array:
         valid = _padding_map(self.left_padding, length)
         if self.hole_spans:
             holes = np.zeros((self.left_padding.shape[0], length), dtype=bool)
             for row, start, end in self.hole_spans:
                 holes[row, start:end] = True
             valid = valid & ~mx.array(holes)
+        if not settled_only:
+            positions = mx.arange(length)[None]
+            for start, width, kept in self.pending:
+                unkept = (positions >= start + kept[:, None]) & (positions < start + width)
+                valid = valid & ~unkept
         return valid
 
     def make_mask(self, N: int, return_array: bool = False, window_size=None, **kwargs):
         whole = self._sees_whole_buffer(N)
-        if not self.hole_spans and not whole:
+        if not self.hole_spans and not self.pending and not whole:
             if not return_array and window_size is None and self.padless():
                 # rows of equal length need no mask: attention keeps its fused kernels
                 return None if N == 1 else "causal"
@@ -141,6 +151,28 @@ class RaggedBatchKVCache(BatchKVCache):
 
     # -- giving positions back -------------------------------------------------------------------
 
+    def give_back_lazily(self, width: int, kept: mx.array) -> None:
+        """The last `width` written positions were a round whose row i keeps its first
+        `kept[i]` (an array not yet read back): the rest leave the row at once on the device."""
+        self.offset = self.offset - (width - kept)
+        self.pending.append((self.written - width, width, kept))
+
+    def settle(self, kept: list[int]) -> None:
+        """The oldest lazily given-back round, its kept counts now read back: its unkept
+        positions become holes (later rounds stay in place: compaction leaves the newest
+        written positions where they are)."""
+        start, width, _ = self.pending.pop(0)
+        extra = [width - k for k in kept]
+        for row, e in enumerate(extra):
+            if e:
+                self.hole_spans.append((row, start + width - e, start + width))
+        self.holes += max(extra)
+        self._compact_if_holey()
+
+    def _compact_if_holey(self) -> None:
+        if self.holes > DEFAULT_COMPACT_FRACTION * max(self.written, 1) and self.holes > 16:
+            self.compact()
+
     def rollback(self, surplus: list[int]) -> None:
         """Drop the last surplus[i] written positions of row i."""
         smallest = min(surplus)
@@ -156,15 +188,16 @@ class RaggedBatchKVCache(BatchKVCache):
                     self.hole_spans.append((row, self.written - e, self.written))
             self.offset = self.offset - mx.array(extra)
             self.holes += max(extra)
-        if self.holes > DEFAULT_COMPACT_FRACTION * max(self.written, 1) and self.holes > 16:
-            self.compact()
+        self._compact_if_holey()
 
     def compact(self) -> None:
-        """Move each row's real positions to the right end, holes to the left padding."""
+        """Move each row's real positions to the right end, holes to the left padding.
+        Positions of rounds not settled yet count as real: they are the newest, so they keep
+        their places and their pending entries stay right."""
         if self.keys is None or not self.hole_spans:
             self.hole_spans, self.holes = [], 0
             return
-        valid = self.valid_map(self.written)
+        valid = self.valid_map(self.written, settled_only=True)
         real = valid.astype(mx.int32).sum(axis=1)
         # stable order: holes (False) first, then real positions in their order; the unwritten
         # tail stays where it is, so the buffer keeps its length (and attention its shapes)
@@ -206,7 +239,7 @@ class RaggedBatchKVCache(BatchKVCache):
     def state(self, v):
         self.keys, self.values, self.offset, self.left_padding, idx = v
         private.set_write_index(self, idx)
-        self.hole_spans, self.holes = [], 0
+        self.hole_spans, self.holes, self.pending = [], 0, []
 
 
 def _padding_map(left_padding: mx.array, length: int) -> mx.array:

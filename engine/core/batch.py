@@ -169,20 +169,21 @@ class DecodeBatch:
         return [layer.extract(i) for layer in self.cache]
 
     def extract_at(self, state: RequestState, positions: int) -> list[Any] | None:
-        """Single-row copies of one row's caches holding only its first `positions` positions:
-        fewer than it holds only back into the last verify round (a row that finished inside
-        its draft), recurrent state recomputed from that round's inputs; None when impossible."""
+        """Single-row copies of one row's caches holding only its first `positions` positions
+        (a row that finished inside its draft, or before a round queued ahead): KV caches are
+        trimmed; recurrent state, only back into the last verify round, is recomputed from that
+        round's inputs; None when impossible."""
         i = self.index(state)
         held = self.lengths[i]
         if positions == held:
             return self.extract(state)
+        if positions > held or self.unbatched or self.solo:
+            return None
         last = self._last_round
-        if positions > held or last is None or (self.recurrent and last.snapshot is None):
-            return None
-        if positions < last.starts[i] or self.unbatched or self.solo:
-            return None
         arrays = None
         if self.recurrent:
+            if last is None or last.snapshot is None or positions < last.starts[i]:
+                return None
             arrays = last.snapshot.row_arrays_at(last.capture, i, positions - last.starts[i])
             if arrays is None:
                 return None

@@ -45,7 +45,8 @@ class EngineCore:
         if problem is not None:
             log.warning("%s runs one request at a time: %s", target.info.name, problem)
             target.info.batching_note = f"runs one request at a time: {problem}"
-            config = dataclasses.replace(config, max_batch=1)
+            # nor can its rows' caches hold holes: rounds run in series (engine/core/lookahead.py)
+            config = dataclasses.replace(config, max_batch=1, verify_ahead=False)
         self.policy = SpeculationPolicy(auto=AutoPolicy(few_widths=on_cuda()))
         # verify rounds can still pad a model whose layers take padding into their state
         # where every padded row's state is recomputed after the forward

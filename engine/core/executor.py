@@ -25,6 +25,7 @@ from engine.core import packed_forward
 from engine.core.batch import DecodeBatch
 from engine.core.cache_handoff import publish_prompt, publish_row
 from engine.core.drafter_inputs import DrafterInputs
+from engine.core.lookahead import RoundsAhead
 from engine.core.prefill import (
     PrefillWork,
     finish_rider,
@@ -76,6 +77,7 @@ class ModelExecutor:
         self._sharing = False  # this step's forward took prompt chunks (a failure: theirs?)
         # hidden states for rows whose drafter reads them (engine/hidden.py), drafter caches
         self.inputs = DrafterInputs(self.drafters)
+        self.ahead = RoundsAhead(self.batch, self.drafters, self.inputs, on=config.verify_ahead)
 
     # -- the step ------------------------------------------------------------------------------
 
@@ -86,6 +88,8 @@ class ModelExecutor:
             rows, width, start = self._timed_step
             out.forward_costs.append((rows, width, began - start))
         self._timed_step = self._step_shape = None
+        if plan.leave or plan.join or not plan.decode:
+            self.ahead.settle(out)  # before the batch's rows change
         if plan.leave:
             self._leave(plan.leave)
         if plan.join:
@@ -115,6 +119,7 @@ class ModelExecutor:
     def reset(self) -> None:
         """Forget every row (after a failure the scheduler could not attribute)."""
         self._timed_step = None
+        self.ahead.in_flight = None
         self.batch.keep([])
         self.prefilling.clear()
         self.inputs.hidden.clear()
@@ -213,11 +218,18 @@ class ModelExecutor:
         self.batch.wants_hidden = any(self.inputs.wants_hidden(s) for s in self.batch.rows)
         self._sharing = False  # set where a forward takes the riders
         try:
+            if self.ahead.takes(plan, riders):
+                drafts, width = self.ahead.round(plan, out, while_waiting)
+                self._last_drafts = {r.state.request_id: d for r, d in zip(plan, drafts) if d}
+                self._step_shape = (len(self.batch), width)
+                return False
+            self.ahead.settle(out)
             if any(r.k for r in plan) or self.batch.replaying:
                 return self._verify_round(plan, out, while_waiting, riders)
             return self._plain_step(out, while_waiting, riders)
         except Exception as exc:  # noqa: BLE001 - find the row that caused it
             log.warning("a decode step failed: %s", exc, exc_info=True)
+            self.ahead.settle(out)  # the rows' lengths must be whole before they are probed
             probes = self._probes(plan)
             failed = recover_batch(self.batch, exc, probes, shared=self._sharing)
             for rid, message in failed.items():
@@ -321,7 +333,7 @@ class ModelExecutor:
         for state, token in batch.flush():
             out.add_run(state.request_id, TokenRun([token]))
         pending = batch.pending_tokens()
-        histories = [s.history + t for s, t in zip(batch.rows, _fresh_tokens(out, batch.rows))]
+        histories = out.histories(batch.rows)
         drafts, used = self._propose(plan, histories, out)
         for i, replay in enumerate(batch.replay):
             if len(replay) > DEFAULT_MAX_REPLAY:
@@ -392,8 +404,3 @@ class ModelExecutor:
     def _drafter_kind(self, name: str | None) -> str | None:
         drafter = self.drafters.get(name) if name is not None else None
         return (drafter.kind or drafter.name) if drafter is not None else name
-
-
-def _fresh_tokens(out: StepOutput, rows: list[RequestState]) -> list[list[int]]:
-    """Per row, the tokens this step has produced so far (read back, not yet recorded)."""
-    return [[t for run in out.runs.get(s.request_id, []) for t in run.tokens] for s in rows]

@@ -246,9 +246,11 @@ class Scheduler:
             verify_s=output.verify_s,
             sample_s=output.sample_s,
             drafter=run.drafter_kind,
+            guessed=run.guessed,
         )
-        state.recent.add(len(run.draft), run.accepted)
-        self.policy.observe(state.request_id, len(run.draft), run.accepted, drafter=run.drafter)
+        if not run.guessed:
+            state.recent.add(len(run.draft), run.accepted)
+            self.policy.observe(state.request_id, len(run.draft), run.accepted, drafter=run.drafter)
         # a row that ended, the reply's first tokens and rows with stop strings (found now, the
         # row ends before its next round) stream now; the rest while the next forward runs
         if (

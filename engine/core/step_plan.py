@@ -56,6 +56,9 @@ class TokenRun:
     accepted: int = 0
     drafter: str | None = None  # the drafter that made `draft`
     drafter_kind: str | None = None  # its Drafter.kind (SpecStats.rounds_by_drafter)
+    # the draft was drawn on a guessed history that proved wrong (engine/core/lookahead.py):
+    # its rejection says nothing of the drafter, so the policy does not learn from it
+    guessed: bool = False
 
 
 @dataclass
@@ -90,3 +93,10 @@ class StepOutput:
 
     def fail(self, request_id: str, message: str) -> None:
         self.failed.setdefault(request_id, message)
+
+    def histories(self, rows: list[RequestState]) -> list[list[int]]:
+        """Each row's tokens with those this step has read back so far (not yet recorded)."""
+        return [
+            s.history + [t for run in self.runs.get(s.request_id, []) for t in run.tokens]
+            for s in rows
+        ]

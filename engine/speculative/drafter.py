@@ -61,6 +61,9 @@ class Drafter:
     name: ClassVar[str] = ""
     kind: ClassVar[str] = ""  # SpecStats.rounds_by_drafter's key: the method it serves
     wants_hidden_states: ClassVar[bool] = False  # DraftRow.hidden is filled for it
+    # it drafts from the tokens it is shown alone (no state of its own), so it may be shown a
+    # guessed history while the last round is on the device (engine/core/lookahead.py)
+    drafts_ahead: ClassVar[bool] = False
 
     def propose(self, rows: list[DraftRow]) -> list[list[int]]:
         """Up to rows[i].k tokens that might follow row i's history."""

@@ -19,6 +19,7 @@ class PromptLookupDrafter(Drafter):
 
     name = "lookup"
     kind = SpecMethod.PROMPT_LOOKUP.value
+    drafts_ahead = True
 
     def __init__(self, *, search_window: int = DEFAULT_SEARCH_WINDOW) -> None:
         self.search_window = search_window

@@ -86,3 +86,30 @@ def test_rows_of_equal_length_attend_without_a_mask():
     assert mask.shape[-1] == 4 and not mask[0].flatten()[0].item()
     padded.left_padding = mx.array([0, 0])  # the padding is read again once it changes
     assert padded.make_mask(1) is None
+
+
+def test_positions_given_back_lazily_are_hidden_before_they_are_read_back():
+    """A round queued ahead (engine/core/lookahead.py): its kept counts stay on the device,
+    yet the offsets and the mask already leave out what it did not keep; reading them back
+    turns that into the same holes a rollback makes, and the next round's pending positions
+    stay where they are when the cache compacts."""
+    lazy, eager = RaggedBatchKVCache([0, 0]), RaggedBatchKVCache([0, 0])
+    for cache in (lazy, eager):
+        cache.whole_buffer = False
+        write(cache, 0, 3)
+        write(cache, 3, 5)
+    eager.rollback([1, 4])
+    lazy.give_back_lazily(5, mx.array([4, 1]))  # not read back: a device array
+    assert lazy.offset.tolist() == eager.offset.tolist() == [7, 4]
+    assert real_positions(lazy) == real_positions(eager) == [[0, 1, 2, 3, 4, 5, 6], [0, 1, 2, 3]]
+    mask = lazy.make_mask(2).tolist()
+    assert [i for i, ok in enumerate(mask[1][0][1]) if ok] == [0, 1, 2, 3, 8, 9]
+    write(lazy, 8, 3)  # the next round, queued before the first is read back
+    lazy.give_back_lazily(3, mx.array([3, 2]))
+    lazy.settle([4, 1])
+    assert len(lazy.pending) == 1 and lazy.hole_spans
+    lazy.compact()
+    assert real_positions(lazy) == [[0, 1, 2, 3, 4, 5, 6, 8, 9, 10], [0, 1, 2, 3, 8, 9]]
+    lazy.settle([3, 2])
+    assert real_positions(lazy) == [[0, 1, 2, 3, 4, 5, 6, 8, 9, 10], [0, 1, 2, 3, 8, 9]]
+    assert lazy.offset.tolist() == [10, 6] and lazy.pending == []

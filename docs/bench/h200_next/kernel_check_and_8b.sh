@@ -34,7 +34,7 @@ el "kernel on? TANDEM_SKINNY_MATMUL=${TANDEM_SKINNY_MATMUL:-0}"
 timeout 130 python3 -m engine.bench --model random:8b --concurrency 1 4 16 --max-tokens 64 --repeats 3 --json $OUT/plain8b.json > $OUT/plain8b.log 2>&1
 el "plain8b rc=$?"; grep "^c=" $OUT/plain8b.log
 timeout 150 python3 -m engine.bench --model random:8b --speculative synthetic --acceptance 0.9 --draft-tokens 4 \
-  --concurrency 1 4 16 --max-tokens 48 --repeats 3 --no-baseline --json $OUT/syn8b.json > $OUT/syn8b.log 2>&1
+  --concurrency 1 4 16 --max-tokens 48 --repeats 2 --no-baseline --serial-too --json $OUT/syn8b.json > $OUT/syn8b.log 2>&1
 el "syn8b rc=$?"; grep "^c=" $OUT/syn8b.log
 # the same 8B plain points with the kernel off: its before / after (the baselines are as shipped
 # in both runs, so the two ratios compare across the processes)

@@ -1,0 +1,210 @@
+"""Verify rounds queued before the last one is read back (engine/core/lookahead.py): every row
+still equals mlx_lm.generate alone at temperature 0, whatever its drafts' acceptance, its
+neighbours, where it stops or when rows join and leave; rows and drafters that cannot run ahead
+take the serial round."""
+
+from __future__ import annotations
+
+import pytest
+
+import engine  # noqa: F401  (OpenBLAS before MLX)
+from engine.requests import GenerationRequest, SamplingParams, SpecMethod, SpeculativeParams
+from tests.engine.engine_harness import (
+    P_A,
+    P_B,
+    P_C,
+    SEEDED,
+    Driver,
+    collect,
+    make_prompt,
+    make_tiny,
+    synthetic,
+    with_engine,
+)
+from tests.engine.engine_harness import make_core as harness_core
+
+LOOKUP = SpeculativeParams(method=SpecMethod.PROMPT_LOOKUP, draft_tokens=4)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    return make_tiny(tmp_path_factory.mktemp("ahead"))
+
+
+def make_core(tiny, **config):
+    """Rounds run ahead on this CPU too (by default only on a GPU)."""
+    config.setdefault("verify_ahead", True)
+    return harness_core(tiny, **config)
+
+
+def counting(core) -> dict[str, int]:
+    """How many rounds ran ahead and how many in series."""
+    counts = {"ahead": 0, "serial": 0}
+    executor = core.executor
+    ahead_round, serial_round = executor.ahead.round, executor._verify_round
+
+    def ahead(*args, **kwargs):
+        counts["ahead"] += 1
+        return ahead_round(*args, **kwargs)
+
+    def serial(*args, **kwargs):
+        counts["serial"] += 1
+        return serial_round(*args, **kwargs)
+
+    executor.ahead.round, executor._verify_round = ahead, serial
+    return counts
+
+
+def repetitive(seed: int, length: int) -> list[int]:
+    """A prompt that repeats itself, so prompt lookup finds matches."""
+    part = make_prompt(seed, length // 3)
+    return (part * 4)[:length]
+
+
+def test_mixed_rows_running_ahead_equal_generate_alone(tiny):
+    core = make_core(tiny)
+    counts = counting(core)
+    driver = Driver(core)
+    n = 40
+    rows = {
+        driver.add(P_A, n, speculative=synthetic(P_A, tiny.greedy(P_A, n), 0.9, 4)): P_A,
+        driver.add(P_B, n, speculative=synthetic(P_B, tiny.greedy(P_B, n), 0.3, 3)): P_B,
+        driver.add(P_C, n, speculative=synthetic(P_C, tiny.greedy(P_C, n), 0.0, 2)): P_C,
+    }
+    copy = repetitive(7, 30)
+    rows[driver.add(copy, n, speculative=LOOKUP)] = copy
+    plain = make_prompt(9, 17)
+    rows[driver.add(plain, n)] = plain
+    driver.finish()
+    for rid, prompt in rows.items():
+        assert driver.tokens[rid] == tiny.greedy(prompt, n), prompt[:3]
+    # serial only while prompt chunks still ride on the decode step
+    assert counts["ahead"] > 10 and counts["serial"] <= 3
+
+
+@pytest.mark.parametrize("acceptance", [1.0, 0.9, 0.6, 0.0])
+def test_one_row_at_any_acceptance(tiny, acceptance):
+    core = make_core(tiny)
+    counts = counting(core)
+    driver = Driver(core)
+    n = 33
+    rid = driver.add(P_B, n, speculative=synthetic(P_B, tiny.greedy(P_B, n), acceptance, 4))
+    driver.finish()
+    assert driver.tokens[rid] == tiny.greedy(P_B, n)
+    assert counts["ahead"] > 0 and counts["serial"] == 0
+
+
+def test_rows_stopping_inside_their_drafts_and_rows_joining(tiny):
+    """Rows end at different rounds (some inside an accepted draft, one round after theirs
+    already queued) while others join: the rest stay exact, and so does each reply's end."""
+    core = make_core(tiny)
+    driver = Driver(core)
+    expected = {}
+    for i, n in enumerate([5, 9, 14, 22]):
+        prompt = make_prompt(20 + i, 10 + 3 * i)
+        spec = synthetic(prompt, tiny.greedy(prompt, 40), 1.0, 4)
+        expected[driver.add(prompt, n, speculative=spec)] = tiny.greedy(prompt, n)
+    for _ in range(6):
+        driver.step()
+    late = make_prompt(30, 21)
+    expected[driver.add(late, 18, speculative=synthetic(late, tiny.greedy(late, 18), 0.8, 3))] = (
+        tiny.greedy(late, 18)
+    )
+    driver.finish()
+    for rid, tokens in expected.items():
+        assert driver.tokens[rid] == tokens
+
+
+def test_the_serial_round_takes_rows_that_cannot_run_ahead(tiny):
+    """A sampled row or one with a repetition penalty makes the whole batch verify in series;
+    when it leaves, the others run ahead again, exact throughout."""
+    core = make_core(tiny)
+    counts = counting(core)
+    driver = Driver(core)
+    n = 30
+    greedy = driver.add(P_A, n, speculative=synthetic(P_A, tiny.greedy(P_A, n), 0.8, 4))
+    driver.add(P_C, 6, sampling=SEEDED, speculative=LOOKUP)
+    driver.finish()
+    assert driver.tokens[greedy] == tiny.greedy(P_A, n)
+    assert counts["serial"] > 0 and counts["ahead"] > 0
+
+
+def test_switched_off_every_round_is_serial(tiny):
+    core = make_core(tiny, verify_ahead=False)
+    counts = counting(core)
+    driver = Driver(core)
+    rid = driver.add(P_A, 20, speculative=synthetic(P_A, tiny.greedy(P_A, 20), 0.9, 4))
+    driver.finish()
+    assert driver.tokens[rid] == tiny.greedy(P_A, 20)
+    assert counts == {"ahead": 0, "serial": counts["serial"]} and counts["serial"] > 0
+
+
+def test_a_penalised_row_never_runs_ahead(tiny):
+    core = make_core(tiny)
+    counts = counting(core)
+    driver = Driver(core)
+    penalised = SamplingParams(temperature=0.0, repetition_penalty=1.3)
+    driver.add(P_A, 12, sampling=penalised, speculative=LOOKUP)
+    driver.finish()
+    assert counts["ahead"] == 0
+
+
+def test_whole_buffer_attention_running_ahead(tiny, monkeypatch):
+    """As on a GPU: multi-token forwards attend over the whole buffer, and the mask hides the
+    positions given back lazily there too."""
+    from engine.cache import ragged
+
+    monkeypatch.setattr(ragged, "default_whole_buffer", lambda: True)
+    core = make_core(tiny)
+    counts = counting(core)
+    driver = Driver(core)
+    n = 36
+    rows = {}
+    for i, p in enumerate([0.9, 0.5]):
+        prompt = make_prompt(40 + i, 14 + 9 * i)
+        spec = synthetic(prompt, tiny.greedy(prompt, n), p, 4)
+        rows[driver.add(prompt, n, speculative=spec)] = prompt
+    driver.finish()
+    for rid, prompt in rows.items():
+        assert driver.tokens[rid] == tiny.greedy(prompt, n)
+    assert counts["ahead"] > 5
+
+
+def test_guessed_rounds_are_counted_apart(tiny):
+    """A draft drawn on a guess that proved wrong is verified (its tokens are exact) but left
+    out of the drafter's acceptance: the live panel and "auto" see what the drafter does."""
+    core = make_core(tiny)
+    driver = Driver(core)
+    n = 40
+    rid = driver.add(P_A, n, speculative=synthetic(P_A, tiny.greedy(P_A, n), 0.5, 4))
+    state = core.scheduler.states()[0]
+    driver.finish()
+    assert driver.tokens[rid] == tiny.greedy(P_A, n)
+    spec = state.stats.spec
+    assert spec.guessed_rounds > 0
+    assert 0.2 < spec.acceptance_by_position[0] < 0.8  # near the drafter's 0.5
+
+
+def test_a_row_that_ends_inside_a_round_is_cached_at_its_end(tiny, tmp_path):
+    """A row whose reply ends while its next round is already queued holds positions past its
+    end: the prompt cache stores it at the reply's end, and the next turn, starting from that
+    cache, is still exact."""
+    n = 13  # ends inside a round: its drafts run past it
+    reply = tiny.greedy(P_C, 40)
+    turn2 = P_C + reply[:n] + make_prompt(50, 6)
+
+    async def body(eng):
+        spec = synthetic(P_C, reply, 1.0, 4)
+        first = await collect(
+            eng, GenerationRequest(prompt_tokens=P_C, max_tokens=n, speculative=spec)
+        )
+        spec = synthetic(turn2, tiny.greedy(turn2, 20), 0.8, 4)
+        request = GenerationRequest(prompt_tokens=turn2, max_tokens=20, speculative=spec)
+        return first, await collect(eng, request)
+
+    first, second = with_engine(
+        tiny.path, body, verify_ahead=True, prompt_cache_dir=str(tmp_path), prefill_chunk=16
+    )
+    assert first.finished.token_ids == reply[:n]
+    assert second.finished.token_ids == tiny.greedy(turn2, 20)
+    assert second.finished.stats.cached_tokens >= len(P_C) + n - 1
