@@ -16,6 +16,12 @@ DEFAULT_STATS_INTERVAL_S = 0.25  # a running request's StatsEvent at most this o
 DEFAULT_STREAM_INTERVAL_S = 0.02  # tokens reach asyncio at most this late (hosting/event_outbox.py)
 DEFAULT_KV_GROUP_SIZE = 64
 DEFAULT_PREFILL_GAP_FACTOR = 3.0  # engine/core/prefill_pacer.py
+# Verify rounds ahead (engine/core/lookahead.py) are exact but not yet faster where measured: on
+# the 2-core CPU a round ahead cost what a serial one does (the greedy choice on the device,
+# over bfloat16 log-probabilities, eats the overlap) and guessed drafts cut tokens per forward
+# to 0.77x (docs/benchmarks.md). Off until `python -m engine.bench ... --serial-too` on a GPU
+# shows them ahead.
+DEFAULT_VERIFY_AHEAD = False
 
 
 @dataclass(frozen=True)
@@ -40,9 +46,8 @@ class EngineConfig:
     # a prompt chunk beside decoding rows shares their forward (engine/core/packed_forward.py)
     packed_prefill: bool = True
     # verify rounds are queued before the last one is read back where the drafters and
-    # caches allow it (engine/core/lookahead.py); None: on a GPU only (on a CPU the device-side
-    # greedy choice costs more than the overlap saves); False: every round in series
-    verify_ahead: bool | None = None
+    # caches allow it (engine/core/lookahead.py); off until measured on a GPU (DEFAULT_VERIFY_AHEAD)
+    verify_ahead: bool = DEFAULT_VERIFY_AHEAD
     max_batch: int = DEFAULT_MAX_BATCH
     max_context: int | None = None  # cap below the model's own context length
     stats_interval_s: float = DEFAULT_STATS_INTERVAL_S

@@ -36,7 +36,6 @@ from engine.bench.process_exit import run_and_exit
 from engine.bench.result_rows import make_row, print_row
 from engine.bench.synthetic import SyntheticDrafter
 from engine.bench.workloads import WORKLOADS, messages_for, prompt_ids
-from engine.core.lookahead import runs_ahead_by_default
 from engine.core.step_timing import StepTiming
 from engine.default_model import default_cache_root
 from engine.kernels.as_shipped import mlx_as_shipped
@@ -123,7 +122,6 @@ def machine() -> dict:
         "mlx": mx.__version__,
         "device": str(mx.default_device()),
         "blas": blas.info().name,
-        "verify_ahead_default": runs_ahead_by_default(),
     }
 
 
@@ -172,7 +170,7 @@ async def set_mode(eng: Engine, spec: SpecConfig | None) -> None:
         executor = eng._worker.core_for().executor
         executor.batch.recompute = not (spec and spec.replay)
         serial = spec.serial if spec is not None else None
-        executor.ahead.on = runs_ahead_by_default() if serial is None else not serial
+        executor.ahead.on = executor.ahead.configured if serial is None else not serial
 
     await eng.run_on_engine_thread(apply)
 

@@ -43,7 +43,7 @@ def make_row(
         "draft_tokens": spec.draft_tokens if spec else 0,
         "acceptance": spec.acceptance if spec else None,
         "recurrent_replay": bool(spec and spec.replay),
-        # verify rounds ahead (True) or in series; None: the engine's default for the device
+        # verify rounds ahead (True) or in series; None: EngineConfig.verify_ahead's default
         "verify_ahead": None if spec is None or spec.serial is None else not spec.serial,
         "workload": args.workload,
         "max_tokens": args.max_tokens,

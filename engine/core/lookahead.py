@@ -37,14 +37,6 @@ from engine.speculative.drafter import Drafter, VerifyFeedback, proposes_for_its
 NO_DRAFT = -1  # a padded draft position: no token id equals it, so it is never accepted
 
 
-def runs_ahead_by_default() -> bool:
-    """On a GPU. On a CPU the greedy choice on the device, argmax of log-probabilities over
-    the vocabulary, costs more than the overlap saves (bfloat16 there is slow: 4-14 ms a round
-    of the `random:host` model, docs/benchmarks.md), and the serial round picks its tokens from
-    the raw logits, computing log-probabilities only at near ties."""
-    return mx.default_device().type == mx.DeviceType.gpu
-
-
 @dataclass
 class AheadRound:
     """A verify round queued on the device whose outcome has not been read back."""
@@ -154,12 +146,12 @@ class RoundsAhead:
         drafters: dict[str, Drafter],
         inputs: DrafterInputs,
         *,
-        on: bool | None = None,
+        on: bool,
     ) -> None:
         self.batch = batch
         self.drafters = drafters
         self.inputs = inputs
-        self.on = runs_ahead_by_default() if on is None else on  # EngineConfig.verify_ahead
+        self.configured = self.on = on  # EngineConfig.verify_ahead (`on`: a benchmark may switch)
         self.in_flight: AheadRound | None = None
 
     def takes(self, plan: list[DecodeRow], riders: list) -> bool:
