@@ -120,16 +120,25 @@ def greedy_tokens(logits: mx.array) -> list[list[int]]:
     the shift is nearly free and a per-position fallback would cost a sync each: shift at once."""
     if mx.default_device().type == mx.DeviceType.gpu:
         return mx.argmax(log_softmax(logits), axis=-1).tolist()
-    top = mx.max(logits, axis=-1, keepdims=True)
-    near = mx.sum(logits >= top - DEFAULT_TIE_TOLERANCE * mx.maximum(mx.abs(top), 1.0), axis=-1)
-    raw = mx.argmax(logits, axis=-1)
+    raw, near = mx.argmax(logits, axis=-1), near_ties(logits)
     mx.eval(raw, near)
     tokens, near = raw.tolist(), near.tolist()
     for i, row in enumerate(near):
         for j, count in enumerate(row):
             if count > 1:
-                tokens[i][j] = mx.argmax(log_softmax(logits[i, j]), axis=-1).item()
+                tokens[i][j] = tie_broken(logits[i, j])
     return tokens
+
+
+def near_ties(logits: mx.array) -> mx.array:
+    """How many logits lie within rounding of the largest, per position (greedy_tokens)."""
+    top = mx.max(logits, axis=-1, keepdims=True)
+    return mx.sum(logits >= top - DEFAULT_TIE_TOLERANCE * mx.maximum(mx.abs(top), 1.0), axis=-1)
+
+
+def tie_broken(logits: mx.array) -> int:
+    """mlx-lm's greedy token for one position's [V] logits whose largest is nearly tied."""
+    return mx.argmax(log_softmax(logits), axis=-1).item()
 
 
 def sample_rows(

@@ -169,6 +169,15 @@ class RaggedBatchKVCache(BatchKVCache):
         self.holes += max(extra)
         self._compact_if_holey()
 
+    def correct_rows(self, delta: mx.array, void: mx.array | None) -> None:
+        """Rows that kept other counts than the device assumed (a near tie broken on the host,
+        engine/core/lookahead.py): their offsets move by `delta` [B], and in the round still
+        given back lazily the `void` rows [B] keep nothing (it read a wrong input for them)."""
+        self.offset = self.offset + delta
+        if void is not None and self.pending:
+            start, width, kept = self.pending[-1]
+            self.pending[-1] = (start, width, mx.where(void, 0, kept))
+
     def _compact_if_holey(self) -> None:
         if self.holes > DEFAULT_COMPACT_FRACTION * max(self.written, 1) and self.holes > 16:
             self.compact()

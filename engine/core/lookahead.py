@@ -13,15 +13,22 @@ history: that the row keeps its whole draft of round n, or none of it where that
 drawn on a guess that proved wrong. Every round is still verified against the target, so a wrong
 guess costs speed (the row's drafts are rejected), never exactness. Only drafters that draft from
 tokens alone take part (`Drafter.drafts_ahead`: prompt lookup, the synthetic benchmark drafter);
-the tokens are greedy (argmax of log-probabilities, as mlx-lm), and the caches are ragged KV
-caches (no recurrent, quantized or sliding-window layers). Anything else runs the serial round.
+the rows are greedy without a repetition penalty, and the caches are ragged KV caches (no
+recurrent, quantized or sliding-window layers); anything else runs the serial round.
+
+The greedy token is mlx-lm's, argmax of log-probabilities. On a GPU the device computes those.
+On a CPU, where log-probabilities over the vocabulary cost as much as a small model's forward,
+the device takes the raw argmax, as the serial round does, and counts near ties; where a tie
+decided a kept token, the host takes mlx-lm's token when it reads the round back and corrects
+the row (its offset and next input; its part of the round already queued read a wrong input
+and is void).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import mlx.core as mx
 
@@ -31,7 +38,7 @@ from engine.core.batch import DecodeBatch
 from engine.core.drafter_inputs import DrafterInputs
 from engine.core.proposals import propose
 from engine.core.step_plan import DecodeRow, StepOutput, TokenRun
-from engine.sampling import log_softmax
+from engine.sampling import log_softmax, near_ties, tie_broken
 from engine.speculative.drafter import Drafter, VerifyFeedback, proposes_for_itself
 
 NO_DRAFT = -1  # a padded draft position: no token id equals it, so it is never accepted
@@ -44,12 +51,25 @@ class AheadRound:
     drafts: list[list[int]]
     used: list[str | None]  # the drafter of each row's draft
     width: int  # tokens per row in the forward (1 + the longest draft)
-    targets: mx.array  # [B, width] the target's greedy tokens
+    targets: mx.array  # [B, width] the target's greedy tokens (raw argmax where `near` is kept)
     accepted: mx.array  # [B] draft tokens kept
     # per row, the accepted count of the round before that its draft assumed (None: it was
     # drafted on a known history); a wrong assumption makes the draft `stale`
     assumed: list[int | None]
     stale: list[bool]
+    # On a CPU the device picks the raw argmax, as the serial round does: `near` [B, width]
+    # counts the logits nearly tied with the largest, and where a tie changes a token the
+    # host corrects the row (`read_back`) from `logits`. None on a GPU (exact on the device).
+    near: mx.array | None = None
+    logits: mx.array | None = None
+    # rows whose input in this round proved wrong (a tie corrected the round before): they
+    # keep nothing of it and report nothing
+    void: list[bool] = field(default_factory=list)
+
+
+def raw_argmax(logits: mx.array) -> mx.array:
+    """The device's pick on a CPU, before the host breaks near ties (`read_back`)."""
+    return mx.argmax(logits, axis=-1)
 
 
 def can_run_ahead(batch: DecodeBatch, plan: list[DecodeRow], drafters: dict[str, Drafter]) -> bool:
@@ -74,15 +94,21 @@ def guessed_rows(
 ) -> tuple[list[DecodeRow], list[list[int]], list[int | None]]:
     """What each row drafts from while `last` is in flight: its history as if it kept all of
     its draft in `last` (none where that draft was stale), and one token more to ask for, as
-    the first proposal only guesses the bonus that round will add. Returns the rows to propose
-    for, their histories and the accepted counts assumed."""
+    the first proposal only guesses the bonus that round will add. A row whose part of `last`
+    is void drafts from its history as it is (it ends with its pending input). Returns the
+    rows to propose for, their histories and the accepted counts assumed (None: none)."""
     if last is None:
         return plan, histories, [None] * len(plan)
     rows, guessed, assumed = [], [], []
-    for row, history, draft, stale in zip(plan, histories, last.drafts, last.stale):
-        keep = 0 if stale else len(draft)
+    for i, (row, history) in enumerate(zip(plan, histories)):
+        if last.void[i]:
+            rows.append(row)
+            guessed.append(history)
+            assumed.append(None)
+            continue
+        keep = 0 if last.stale[i] else len(last.drafts[i])
         rows.append(replace(row, k=row.k + 1) if row.k else row)
-        guessed.append(history + draft[:keep])
+        guessed.append(history + last.drafts[i][:keep])
         assumed.append(keep)
     return rows, guessed, assumed
 
@@ -98,14 +124,18 @@ def launch(
     bonus tokens the next inputs. Nothing is read back."""
     if batch.solo:
         batch._leave_solo()
-    batch._last_round = None
+    batch._last_round = None  # no serial round to store a leaving row from
     assert batch.inputs is not None
     width = 1 + max(len(d) for d in drafts)
     padded = [d + [NO_DRAFT] * (width - 1 - len(d)) for d in drafts]
     proposed = mx.array(padded, dtype=mx.int32).reshape(len(drafts), width - 1)
     tokens = mx.concatenate([batch.inputs[:, None], mx.maximum(proposed, 0).astype(mx.uint32)], 1)
     _, logits = batch._forward(tokens)
-    targets = mx.argmax(log_softmax(logits), axis=-1)  # as mlx-lm: in the logits dtype
+    near = None
+    if mx.default_device().type == mx.DeviceType.gpu:
+        targets = mx.argmax(log_softmax(logits), axis=-1)  # as mlx-lm: in the logits' dtype
+    else:  # log-probabilities over the vocabulary cost a small model's forward on a CPU
+        targets, near = raw_argmax(logits), near_ties(logits)
     matched = (proposed == targets[:, : width - 1].astype(mx.int32)).astype(mx.int32)
     accepted = mx.cumprod(matched, axis=1).sum(axis=1)
     bonus = mx.take_along_axis(targets, accepted[:, None], axis=1)[:, 0]
@@ -113,26 +143,90 @@ def launch(
         layer.give_back_lazily(width, accepted + 1)
     batch.inputs = bonus.astype(mx.uint32)
     batch.input_is_sampled = [False] * len(batch.rows)
-    mx.async_eval(targets, accepted, batch.inputs)
-    stale = [False] * len(drafts)
-    return AheadRound(drafts, used, width, targets, accepted, assumed, stale)
+    mx.async_eval(targets, accepted, batch.inputs, *([near] if near is not None else []))
+    rows = len(drafts)
+    return AheadRound(
+        drafts,
+        used,
+        width,
+        targets,
+        accepted,
+        assumed,
+        stale=[False] * rows,
+        near=near,
+        logits=logits if near is not None else None,  # kept to break ties on the host
+        void=[False] * rows,
+    )
 
 
 def read_back(
     batch: DecodeBatch, done: AheadRound, following: AheadRound | None
 ) -> tuple[list[list[int]], list[int]]:
-    """`done`'s target tokens and accepted counts, read back: its given-back positions become
-    holes, the rows' lengths grow by what they kept, and `following` (queued after it) learns
-    which of its drafts were drawn on a wrong guess."""
-    mx.eval(done.targets, done.accepted)
+    """`done`'s tokens and accepted counts per row (tokens: the accepted draft and the target's
+    own next token), read back: near ties broken as mlx-lm breaks them (a row they change is
+    corrected, and its part of `following` made void), the given-back positions become holes,
+    the rows' lengths grow by what they kept, and `following` learns which of its drafts were
+    drawn on a wrong guess."""
+    mx.eval(done.targets, done.accepted, *([done.near] if done.near is not None else []))
     targets, accepted = done.targets.tolist(), done.accepted.tolist()
     kept = [a + 1 for a in accepted]
+    if done.near is not None:
+        _break_ties(batch, done, following, targets, accepted)
+    for i, void in enumerate(done.void):
+        if void:
+            targets[i], accepted[i], kept[i] = [], 0, 0
+        else:
+            kept[i] = accepted[i] + 1
     for layer in leaves(batch.cache):
         layer.settle(kept)
     batch.lengths = [n + k for n, k in zip(batch.lengths, kept)]
     if following is not None:
         following.stale = [a is not None and a != n for a, n in zip(following.assumed, accepted)]
-    return targets, accepted
+    return [t[: a + 1] for t, a in zip(targets, accepted)], accepted
+
+
+def _break_ties(
+    batch: DecodeBatch,
+    done: AheadRound,
+    following: AheadRound | None,
+    targets: list[list[int]],
+    accepted: list[int],
+) -> int:
+    """Where a near tie decided a token the row kept, take mlx-lm's token there (`targets`
+    and `accepted` change in place). A row whose tokens change is corrected on the device: its
+    offset, its part of `following` (void: it read the wrong input) and its next input.
+    Returns how many rows changed."""
+    near = done.near.tolist()
+    changed: dict[int, int] = {}  # row -> its true next input
+    for i, draft in enumerate(done.drafts):
+        if done.void[i] or not any(c > 1 for c in near[i][: accepted[i] + 1]):
+            continue
+        before, bonus = accepted[i], targets[i][accepted[i]]
+        for j in range(len(targets[i])):
+            if near[i][j] > 1:
+                targets[i][j] = tie_broken(done.logits[i, j])
+            if j >= len(draft) or draft[j] != targets[i][j]:
+                accepted[i] = j
+                break
+        if (accepted[i], targets[i][accepted[i]]) != (before, bonus):
+            changed[i] = targets[i][accepted[i]]
+    if not changed:
+        return 0
+    rows = len(done.drafts)
+    old = done.accepted.tolist()
+    delta = mx.array([accepted[i] - old[i] if i in changed else 0 for i in range(rows)])
+    hit = mx.array([i in changed for i in range(rows)])
+    void = None
+    if following is not None:  # its part for these rows read a wrong input: it keeps nothing
+        delta = delta - mx.where(hit, following.accepted + 1, 0)
+        void = hit
+        for i in changed:
+            following.void[i] = True
+    for layer in leaves(batch.cache):
+        layer.correct_rows(delta, void)
+    true_next = mx.array([changed.get(i, 0) for i in range(rows)], dtype=mx.uint32)
+    batch.inputs = mx.where(hit, true_next, batch.inputs)
+    return len(changed)
 
 
 class RoundsAhead:
@@ -200,12 +294,13 @@ class RoundsAhead:
     def _emit(self, done: AheadRound, out: StepOutput, *, following: AheadRound | None) -> None:
         targets, accepted = read_back(self.batch, done, following)
         feedback: dict[str, list[VerifyFeedback]] = {}
-        for state, draft, used, target, n, stale in zip(
-            self.batch.rows, done.drafts, done.used, targets, accepted, done.stale
+        for state, draft, used, tokens, n, stale, void in zip(
+            self.batch.rows, done.drafts, done.used, targets, accepted, done.stale, done.void
         ):
+            if void:  # it read a wrong input: nothing of it counts
+                continue
             drafter = self.drafters.get(used) if used is not None and draft else None
             kind = (drafter.kind or drafter.name) if drafter is not None else None
-            tokens = target[: n + 1]
             run = TokenRun(tokens, draft, n, used, kind, guessed=stale and bool(draft))
             out.add_run(state.request_id, run)
             if drafter is not None and proposes_for_itself(drafter):

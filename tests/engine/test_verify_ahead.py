@@ -5,6 +5,7 @@ take the serial round."""
 
 from __future__ import annotations
 
+import mlx.core as mx
 import pytest
 
 import engine  # noqa: F401  (OpenBLAS before MLX)
@@ -208,3 +209,60 @@ def test_a_row_that_ends_inside_a_round_is_cached_at_its_end(tiny, tmp_path):
     assert first.finished.token_ids == reply[:n]
     assert second.finished.token_ids == tiny.greedy(turn2, 20)
     assert second.finished.stats.cached_tokens >= len(P_C) + n - 1
+
+
+@pytest.fixture(scope="module")
+def tiny_ties(tmp_path_factory):
+    """A tiny llama whose tokens 1000 and 1001 often lead with exactly equal logits (equal
+    rows of its output layer): mlx-lm takes the lower id."""
+    from mlx_lm import load as mlx_load
+    from mlx_lm.utils import save_model
+
+    from tests.engine.engine_harness import TinyModel
+    from tests.tiny_models import make_tiny_llama_dir
+
+    path = make_tiny_llama_dir(tmp_path_factory.mktemp("ahead_ties"), tie_word_embeddings=False)
+    model, _ = mlx_load(str(path))
+    weight = model.lm_head.weight
+    weight[1000] = weight[1000] * 5
+    weight[1001] = weight[1000]
+    model.lm_head.weight = weight
+    save_model(path, model)
+    return TinyModel(path, *mlx_load(str(path)))
+
+
+def test_near_ties_are_broken_as_generate_breaks_them(tiny_ties, monkeypatch):
+    """On a CPU a round ahead picks the raw argmax on the device and the host breaks near
+    ties as mlx-lm does when it reads the round back. Here the device breaks exact ties the
+    other way (the highest id, as a raw argmax can where log-probabilities round two logits
+    together), so rows are corrected (offset, next input, their part of the round already
+    queued) again and again, and every row stays exact."""
+    from engine.core import lookahead
+
+    def highest(logits):
+        last = logits.shape[-1] - 1
+        return (last - mx.argmax(logits[..., ::-1], axis=-1)).astype(mx.uint32)
+
+    corrected = []
+    break_ties = lookahead._break_ties
+
+    def spy(*args):
+        corrected.append(break_ties(*args))
+        return corrected[-1]
+
+    monkeypatch.setattr(lookahead, "raw_argmax", highest)
+    monkeypatch.setattr(lookahead, "_break_ties", spy)
+    core = make_core(tiny_ties)
+    counts = counting(core)
+    driver = Driver(core)
+    n = 40
+    rows = {}
+    for i, p in enumerate([1.0, 0.9, 0.6, 0.9, 1.0, 0.3]):
+        prompt = make_prompt(60 + i, 8 + 5 * i)
+        spec = synthetic(prompt, tiny_ties.greedy(prompt, n), p, 4)
+        rows[driver.add(prompt, n, speculative=spec)] = prompt
+    driver.finish()
+    for rid, prompt in rows.items():
+        assert driver.tokens[rid] == tiny_ties.greedy(prompt, n)
+    assert counts["ahead"] > 10
+    assert sum(corrected) > 5, "ties seldom changed a token: the test lost its point"
