@@ -16,11 +16,10 @@ DEFAULT_STATS_INTERVAL_S = 0.25  # a running request's StatsEvent at most this o
 DEFAULT_STREAM_INTERVAL_S = 0.02  # tokens reach asyncio at most this late (hosting/event_outbox.py)
 DEFAULT_KV_GROUP_SIZE = 64
 DEFAULT_PREFILL_GAP_FACTOR = 3.0  # engine/core/prefill_pacer.py
-# Verify rounds ahead (engine/core/lookahead.py) are exact but not yet faster where measured: on
-# the 2-core CPU a round ahead cost what a serial one does (the greedy choice on the device,
-# over bfloat16 log-probabilities, eats the overlap) and guessed drafts cut tokens per forward
-# to 0.77x (docs/benchmarks.md). Off until `python -m engine.bench ... --serial-too` on a GPU
-# shows them ahead.
+# Verify rounds ahead (engine/core/lookahead.py) are exact but not faster where measured: on the
+# 2-core CPU, host and device are the same cores, so a round ahead costs what a serial one does,
+# and drafts drawn on a wrong guess cut tokens per forward to 0.70-0.81x (docs/benchmarks.md,
+# ninth pass). Off until `python -m engine.bench ... --serial-too` on a GPU shows them ahead.
 DEFAULT_VERIFY_AHEAD = False
 
 
