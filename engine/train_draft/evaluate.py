@@ -15,6 +15,7 @@ import mlx.core as mx
 from engine.bench.baselines import reference_tokens
 from engine.bench.workloads import messages_for, prompt_ids
 from engine.default_model import DEFAULT_MODEL_NAME
+from engine.kernels.as_shipped import mlx_as_shipped
 from engine.models import load_model
 from engine.speculative.eagle_drafter import head_path
 from engine.speculative.eagle_head import head_rows, load_head, target_parts
@@ -49,7 +50,9 @@ def evaluate_head(
     samples = []
     for messages in messages_for("chat", n):
         prompt = prompt_ids(tokenizer, messages)
-        samples.append(Sample(prompt, reference_tokens(model, tokenizer, prompt, max_tokens), 0.0))
+        with mlx_as_shipped():  # mlx_lm.generate's reply as its users get it
+            reply = reference_tokens(model, tokenizer, prompt, max_tokens)
+        samples.append(Sample(prompt, reply, 0.0))
     return objective.accuracy(head, make_batch(model, samples, to_draft), rows, 3)
 
 

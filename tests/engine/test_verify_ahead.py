@@ -56,6 +56,25 @@ def counting(core) -> dict[str, int]:
     return counts
 
 
+def synthetic_rows_equal_generate(
+    tiny, acceptances: list[float], *, seed: int, length: int, n: int
+) -> dict[str, int]:
+    """Rows drafting synthetically at these acceptances (k=4, prompts of growing length) each
+    equal mlx_lm.generate alone; returns how many rounds ran ahead and in series."""
+    core = make_core(tiny)
+    counts = counting(core)
+    driver = Driver(core)
+    rows = {}
+    for i, p in enumerate(acceptances):
+        prompt = make_prompt(seed + i, length + 5 * i)
+        spec = synthetic(prompt, tiny.greedy(prompt, n), p, 4)
+        rows[driver.add(prompt, n, speculative=spec)] = prompt
+    driver.finish()
+    for rid, prompt in rows.items():
+        assert driver.tokens[rid] == tiny.greedy(prompt, n)
+    return counts
+
+
 def repetitive(seed: int, length: int) -> list[int]:
     """A prompt that repeats itself, so prompt lookup finds matches."""
     part = make_prompt(seed, length // 3)
@@ -156,18 +175,7 @@ def test_whole_buffer_attention_running_ahead(tiny, monkeypatch):
     from engine.cache import ragged
 
     monkeypatch.setattr(ragged, "default_whole_buffer", lambda: True)
-    core = make_core(tiny)
-    counts = counting(core)
-    driver = Driver(core)
-    n = 36
-    rows = {}
-    for i, p in enumerate([0.9, 0.5]):
-        prompt = make_prompt(40 + i, 14 + 9 * i)
-        spec = synthetic(prompt, tiny.greedy(prompt, n), p, 4)
-        rows[driver.add(prompt, n, speculative=spec)] = prompt
-    driver.finish()
-    for rid, prompt in rows.items():
-        assert driver.tokens[rid] == tiny.greedy(prompt, n)
+    counts = synthetic_rows_equal_generate(tiny, [0.9, 0.5], seed=40, length=14, n=36)
     assert counts["ahead"] > 5
 
 
@@ -252,17 +260,7 @@ def test_near_ties_are_broken_as_generate_breaks_them(tiny_ties, monkeypatch):
 
     monkeypatch.setattr(lookahead, "raw_argmax", highest)
     monkeypatch.setattr(lookahead, "_break_ties", spy)
-    core = make_core(tiny_ties)
-    counts = counting(core)
-    driver = Driver(core)
-    n = 40
-    rows = {}
-    for i, p in enumerate([1.0, 0.9, 0.6, 0.9, 1.0, 0.3]):
-        prompt = make_prompt(60 + i, 8 + 5 * i)
-        spec = synthetic(prompt, tiny_ties.greedy(prompt, n), p, 4)
-        rows[driver.add(prompt, n, speculative=spec)] = prompt
-    driver.finish()
-    for rid, prompt in rows.items():
-        assert driver.tokens[rid] == tiny_ties.greedy(prompt, n)
+    acceptances = [1.0, 0.9, 0.6, 0.9, 1.0, 0.3]
+    counts = synthetic_rows_equal_generate(tiny_ties, acceptances, seed=60, length=8, n=40)
     assert counts["ahead"] > 10
     assert sum(corrected) > 5, "ties seldom changed a token: the test lost its point"
