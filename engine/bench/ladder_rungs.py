@@ -181,9 +181,13 @@ def engine_replies(core: Any, prompts: list, max_tokens: int) -> list[list[int]]
     return [replies[rid] for rid in ids]
 
 
-def engine_core(core: Any, prompts: list, tokens: int, *, verify: bool = False) -> dict:
+def engine_core(
+    core: Any, prompts: list, tokens: int, *, verify: bool = False, ahead: bool = False
+) -> dict:
     """EngineCore stepping the rows to completion, no asyncio: wall ms of each core.step()
-    while all rows decode (plain steps, or verify rounds with `verify`)."""
+    while all rows decode (plain steps, or verify rounds with `verify`; queued ahead with
+    `ahead`, else in series)."""
+    core.executor.ahead.on = ahead
     spec = synthetic_params() if verify else SpeculativeParams()
     for p in prompts:
         core.add(

@@ -9,7 +9,8 @@ and ours-cache-ragged (our RaggedBatchKVCache, rows of one length: no mask; of u
 lengths: a mask); engine-core (EngineCore.step without asyncio); engine-api (engine.api's
 Engine under asyncio). Verify rounds: bare-verify (width k+1 over a plain cache, all rows
 trimmed alike), ours-verify (our cache with per-row rollback), engine-core-verify and
-engine-api-verify (the synthetic drafter at acceptance 0.9). A rung that fails records its
+engine-api-verify (the synthetic drafter at acceptance 0.9), engine-core-ahead (engine-core-verify
+with each round queued before the last is read back: engine/core/lookahead.py). A rung that fails records its
 error; the others still run. The bare rungs and batch-cache-masked run mlx-lm on MLX's own
 kernels, as it ships (on CUDA Tandem's kernels would otherwise take its masked attention too).
 """
@@ -45,6 +46,7 @@ PLAIN_OF = {
     "bare-verify": "bare-forward",
     "ours-verify": "ours-cache-equal",
     "engine-core-verify": "engine-core",
+    "engine-core-ahead": "engine-core",
     "engine-api-verify": "engine-api",
 }
 
@@ -127,6 +129,9 @@ class Ladder:
         out["bare-verify"] = shipped(lambda: rungs.bare_verify(m, equal, t))
         out["ours-verify"] = lambda: rungs.ours_verify(m, equal, t)
         out["engine-core-verify"] = lambda: rungs.engine_core(self.core, equal, t, verify=True)
+        out["engine-core-ahead"] = lambda: rungs.engine_core(
+            self.core, equal, t, verify=True, ahead=True
+        )
         out["engine-api-verify"] = lambda: self.api(equal, verify=True)
         if self.args.only:
             out = {k: v for k, v in out.items() if k in self.args.only}
