@@ -16,10 +16,11 @@ DEFAULT_STATS_INTERVAL_S = 0.25  # a running request's StatsEvent at most this o
 DEFAULT_STREAM_INTERVAL_S = 0.02  # tokens reach asyncio at most this late (hosting/event_outbox.py)
 DEFAULT_KV_GROUP_SIZE = 64
 DEFAULT_PREFILL_GAP_FACTOR = 3.0  # engine/core/prefill_pacer.py
-# Verify rounds ahead (engine/core/lookahead.py) are exact but not faster where measured: on the
-# 2-core CPU, host and device are the same cores, so a round ahead costs what a serial one does,
-# and drafts drawn on a wrong guess cut tokens per forward to 0.70-0.81x (docs/benchmarks.md,
-# ninth pass). Off until `python -m engine.bench ... --serial-too` on a GPU shows them ahead.
+# Verify rounds ahead (engine/core/lookahead.py) are exact but unmeasured where they can help: on
+# MLX's CPU backend `async_eval` waits until all but ten ops of a forward have run, so nothing
+# overlaps there, and drafts drawn on a wrong guess cut tokens per forward to 0.70-0.81x
+# (docs/benchmarks.md, ninth pass). Off until `python -m engine.bench ... --serial-too` on a GPU
+# shows them ahead.
 DEFAULT_VERIFY_AHEAD = False
 
 

@@ -6,7 +6,8 @@ the graph, so a round cost 1.4-2.7x a pipelined plain step even where the model 
 (docs/benchmarks.md, the host-cost ladder). Here acceptance stays on the device: each row's
 accepted count and the target's next token (the bonus) are computed there, the row's unkept
 positions leave it lazily (`RaggedBatchKVCache.give_back_lazily`: its RoPE offset drops and the
-mask hides them), and the bonus is round n+1's input without being read back.
+mask hides them), and the bonus is round n+1's input without being read back. (On MLX's CPU
+backend nothing overlaps: its `async_eval` waits until all but ten ops of a forward have run.)
 
 Round n+1's drafts are made on the host before round n's outcome is known, from a guessed
 history: that the row keeps its whole draft of round n, or none of it where that draft was itself
