@@ -81,7 +81,10 @@ def _assert_neighbours_exact(tiny, outcomes) -> None:
         assert outcome.finished.token_ids == tiny.greedy(prompt, N)
 
 
-def test_a_forward_that_raises_on_one_rows_token_fails_only_that_row(tiny):
+@pytest.mark.parametrize("ahead", [False, True], ids=["serial", "rounds-ahead"])
+def test_a_forward_that_raises_on_one_rows_token_fails_only_that_row(tiny, ahead):
+    """Also with verify rounds queued ahead (engine/core/lookahead.py): the round in flight is
+    read back before the rows are probed one by one."""
     bad_reply = tiny.greedy(P_BAD, N)
     others = {t for p in (P_A, P_B, P_C) for t in p + tiny.greedy(p, N)}
     bad = next(t for t in bad_reply[2:] if t not in others and t not in P_BAD)
@@ -96,7 +99,7 @@ def test_a_forward_that_raises_on_one_rows_token_fails_only_that_row(tiny):
         after = await collect(eng, GenerationRequest(prompt_tokens=P_A, max_tokens=N))
         return outcomes, after
 
-    (faulty, *good), after = with_engine(tiny.path, body)
+    (faulty, *good), after = with_engine(tiny.path, body, verify_ahead=ahead)
     assert f"injected: the forward saw token {bad}" in faulty.error.message
     assert faulty.error.message.startswith("decoding failed")
     _assert_neighbours_exact(tiny, good)
@@ -117,7 +120,8 @@ def test_a_prompt_that_raises_in_prefill_fails_only_its_request(tiny):
     _assert_neighbours_exact(tiny, good)
 
 
-def test_a_drafter_that_raises_for_one_row_fails_only_that_row(tiny, monkeypatch):
+@pytest.mark.parametrize("ahead", [False, True], ids=["serial", "rounds-ahead"])
+def test_a_drafter_that_raises_for_one_row_fails_only_that_row(tiny, monkeypatch, ahead):
     original = SYNTH.propose
 
     def propose(rows):
@@ -135,7 +139,7 @@ def test_a_drafter_that_raises_for_one_row_fails_only_that_row(tiny, monkeypatch
         )
         return await asyncio.gather(faulty, *rows)
 
-    faulty, *good = with_engine(tiny.path, body)
+    faulty, *good = with_engine(tiny.path, body, verify_ahead=ahead)
     assert faulty.error.message == "drafting failed: injected: the drafter cannot draft this row"
     _assert_neighbours_exact(tiny, good)
 
