@@ -77,7 +77,13 @@ class ModelExecutor:
         self._sharing = False  # this step's forward took prompt chunks (a failure: theirs?)
         # hidden states for rows whose drafter reads them (engine/hidden.py), drafter caches
         self.inputs = DrafterInputs(self.drafters)
-        self.ahead = RoundsAhead(self.batch, self.drafters, self.inputs, on=config.verify_ahead)
+        self.ahead = RoundsAhead(
+            self.batch,
+            self.drafters,
+            self.inputs,
+            on=config.verify_ahead,
+            vocab_size=target.info.vocab_size,
+        )
 
     # -- the step ------------------------------------------------------------------------------
 
@@ -399,7 +405,8 @@ class ModelExecutor:
     def _propose(
         self, plan: list[DecodeRow], histories: list[list[int]], out: StepOutput
     ) -> tuple[list[list[int]], list[str | None]]:
-        return propose(self.drafters, self.inputs, plan, histories, out)  # timed by part_timing
+        vocab = self.target.info.vocab_size  # timed by part_timing
+        return propose(self.drafters, self.inputs, plan, histories, out, vocab_size=vocab)
 
     def _drafter_kind(self, name: str | None) -> str | None:
         drafter = self.drafters.get(name) if name is not None else None

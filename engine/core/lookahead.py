@@ -242,8 +242,10 @@ class RoundsAhead:
         inputs: DrafterInputs,
         *,
         on: bool,
+        vocab_size: int | None = None,
     ) -> None:
         self.batch = batch
+        self.vocab_size = vocab_size
         self.drafters = drafters
         self.inputs = inputs
         self.configured = self.on = on  # EngineConfig.verify_ahead (`on`: a benchmark may switch)
@@ -267,7 +269,9 @@ class RoundsAhead:
         else:  # the rows' states hold everything up to `last`'s pending input
             histories = [s.history for s in batch.rows]
         rows, guessed, assumed = guessed_rows(plan, histories, last)
-        drafts, used = propose(self.drafters, self.inputs, rows, guessed, out)
+        drafts, used = propose(
+            self.drafters, self.inputs, rows, guessed, out, vocab_size=self.vocab_size
+        )
         if last is not None:  # the first proposal guessed the bonus `last` adds
             drafts = [d[1:] if row.k else d for d, row in zip(drafts, plan)]
         t1 = time.perf_counter()

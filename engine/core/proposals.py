@@ -19,11 +19,14 @@ def propose(
     plan: list[DecodeRow],
     histories: list[list[int]],
     out: StepOutput,
+    *,
+    vocab_size: int | None = None,
 ) -> tuple[list[list[int]], list[str | None]]:
     """Each row's draft and the drafter that made it. A row marked `lookup_first` drafts a
     strong prompt-lookup match when it has one (its own drafter's inputs wait for the next
     round it drafts); then each drafter proposes for its rows at once; when that raises,
-    row by row, and a row that fails alone fails."""
+    row by row, and a row that fails alone fails. A draft ends before a token the target
+    cannot read (an id outside its `vocab_size`: the embedding would read past its table)."""
     drafts: list[list[int]] = [[] for _ in plan]
     used: list[str | None] = [row.drafter for row in plan]
     groups: dict[str, list[int]] = {}
@@ -55,8 +58,24 @@ def propose(
                     out.fail(row.request_id, f"drafting failed: {exc}")
                     proposals.append([])
         for i, proposal in zip(indices, proposals):
-            drafts[i] = [int(t) for t in proposal[: plan[i].k]]
+            drafts[i] = _readable([int(t) for t in proposal[: plan[i].k]], vocab_size, name)
     return drafts, used
+
+
+def _readable(draft: list[int], vocab_size: int | None, drafter: str) -> list[int]:
+    """The draft up to its first token outside the target's vocabulary."""
+    if vocab_size is None:
+        return draft
+    for j, token in enumerate(draft):
+        if not 0 <= token < vocab_size:
+            if drafter not in _WARNED:
+                _WARNED.add(drafter)
+                log.warning("drafter %s proposed token %d outside the vocabulary", drafter, token)
+            return draft[:j]
+    return draft
+
+
+_WARNED: set[str] = set()  # drafters already reported for out-of-vocabulary tokens
 
 
 def _draft_row(inputs: DrafterInputs, row: DecodeRow, history: list[int], hidden: bool) -> DraftRow:

@@ -264,3 +264,59 @@ def test_near_ties_are_broken_as_generate_breaks_them(tiny_ties, monkeypatch):
     counts = synthetic_rows_equal_generate(tiny_ties, acceptances, seed=60, length=8, n=40)
     assert counts["ahead"] > 10
     assert sum(corrected) > 5, "ties seldom changed a token: the test lost its point"
+
+
+@pytest.mark.parametrize(
+    "arch", ["qwen3", "phi3", "olmo2", "starcoder2", "deepseek_v3", "cohere", "gpt_oss"]
+)
+def test_architectures_running_ahead_equal_generate_alone(arch, tmp_path):
+    """Rounds ahead on other architectures' tiny models (tests/architectures/catalog.py):
+    attention with biases, norms on queries and keys, MLA with a mixture of experts, and
+    gpt-oss, whose sliding-window layers keep it on the serial round; every row exact."""
+    from mlx_lm import load as mlx_load
+
+    from tests.architectures.build import save_folder
+    from tests.architectures.cases import prompt as catalog_prompt
+    from tests.architectures.catalog import BY_NAME
+    from tests.engine.engine_harness import TinyModel
+
+    folder = tmp_path / arch
+    save_folder(BY_NAME[arch], folder)
+    tiny = TinyModel(folder, *mlx_load(str(folder)))
+    core = make_core(tiny)
+    counts = counting(core)
+    driver = Driver(core)
+    n = 24
+    rows = {}
+    for i, p in enumerate([1.0, 0.7, 0.3]):
+        prompt = list(catalog_prompt(9, i, 9 + 7 * i))  # ids within its small vocabulary
+        spec = synthetic(prompt, tiny.greedy(prompt, n), p, 4)  # drafts past it are cut
+        rows[driver.add(prompt, n, speculative=spec)] = prompt
+    copy = list(catalog_prompt(9, 5, 27, repeats=True))
+    rows[driver.add(copy, n, speculative=LOOKUP)] = copy
+    driver.finish()
+    for rid, prompt in rows.items():
+        assert driver.tokens[rid] == tiny.greedy(prompt, n)
+    assert counts["ahead"] > 0 or arch == "gpt_oss"
+
+
+@pytest.mark.parametrize("ahead", [False, True], ids=["serial", "rounds-ahead"])
+def test_a_draft_token_outside_the_vocabulary_ends_the_draft(tiny, monkeypatch, ahead):
+    """A drafter that proposes ids the target has no embedding for (here the synthetic one,
+    corrupting into a vocabulary twenty times the model's) never reaches the forward, which
+    would read past the embedding table: the draft ends before such a token."""
+    from tests.engine.engine_harness import SYNTH
+
+    monkeypatch.setattr(SYNTH, "vocab_size", 20 * SYNTH.vocab_size)
+    core = make_core(tiny, verify_ahead=ahead)
+    driver = Driver(core)
+    n = 30
+    rows = {}
+    for i, p in enumerate([0.5, 0.2]):
+        prompt = make_prompt(100 + i, 11 + 4 * i)
+        rows[driver.add(prompt, n, speculative=synthetic(prompt, tiny.greedy(prompt, n), p, 4))] = (
+            prompt
+        )
+    driver.finish()
+    for rid, prompt in rows.items():
+        assert driver.tokens[rid] == tiny.greedy(prompt, n)
