@@ -170,14 +170,13 @@ def read_back(
     drawn on a wrong guess."""
     mx.eval(done.targets, done.accepted, *([done.near] if done.near is not None else []))
     targets, accepted = done.targets.tolist(), done.accepted.tolist()
-    kept = [a + 1 for a in accepted]
     if done.near is not None:
         _break_ties(batch, done, following, targets, accepted)
+    kept = []
     for i, void in enumerate(done.void):
-        if void:
-            targets[i], accepted[i], kept[i] = [], 0, 0
-        else:
-            kept[i] = accepted[i] + 1
+        if void:  # keeps nothing: its positions are holes, its tokens not reported
+            targets[i], accepted[i] = [], 0
+        kept.append(0 if void else accepted[i] + 1)
     for layer in leaves(batch.cache):
         layer.settle(kept)
     batch.lengths = [n + k for n, k in zip(batch.lengths, kept)]
@@ -272,8 +271,8 @@ class RoundsAhead:
         drafts, used = propose(
             self.drafters, self.inputs, rows, guessed, out, vocab_size=self.vocab_size
         )
-        if last is not None:  # the first proposal guessed the bonus `last` adds
-            drafts = [d[1:] if row.k else d for d, row in zip(drafts, plan)]
+        # a row drafting on a guess asked one more: its first proposal guessed `last`'s bonus
+        drafts = [d if a is None else d[1:] for d, a in zip(drafts, assumed)]
         t1 = time.perf_counter()
         self.in_flight = launch(batch, drafts, used, assumed)
         t_launched = time.perf_counter()
