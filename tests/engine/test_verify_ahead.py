@@ -5,6 +5,8 @@ take the serial round."""
 
 from __future__ import annotations
 
+import random
+
 import mlx.core as mx
 import pytest
 
@@ -30,6 +32,14 @@ LOOKUP = SpeculativeParams(method=SpecMethod.PROMPT_LOOKUP, draft_tokens=4)
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     return make_tiny(tmp_path_factory.mktemp("ahead"))
+
+
+@pytest.fixture(autouse=True)
+def same_drafts(monkeypatch):
+    """The shared synthetic drafter corrupts the same tokens whichever tests ran before."""
+    from tests.engine.engine_harness import SYNTH
+
+    monkeypatch.setattr(SYNTH, "_rng", random.Random(0))
 
 
 def make_core(tiny, **config):
@@ -141,9 +151,9 @@ def test_the_serial_round_takes_rows_that_cannot_run_ahead(tiny):
     core = make_core(tiny)
     counts = counting(core)
     driver = Driver(core)
-    n = 30
+    n = 40  # at most 5 tokens a round: it outlives the sampled row's 3 by several rounds
     greedy = driver.add(P_A, n, speculative=synthetic(P_A, tiny.greedy(P_A, n), 0.8, 4))
-    driver.add(P_C, 6, sampling=SEEDED, speculative=LOOKUP)
+    driver.add(P_C, 3, sampling=SEEDED, speculative=LOOKUP)
     driver.finish()
     assert driver.tokens[greedy] == tiny.greedy(P_A, n)
     assert counts["serial"] > 0 and counts["ahead"] > 0
@@ -181,17 +191,19 @@ def test_whole_buffer_attention_running_ahead(tiny, monkeypatch):
 
 def test_guessed_rounds_are_counted_apart(tiny):
     """A draft drawn on a guess that proved wrong is verified (its tokens are exact) but left
-    out of the drafter's acceptance: the live panel and "auto" see what the drafter does."""
+    out of the drafter's acceptance: the live panel and "auto" see what the drafter does. At
+    acceptance 0.5 and k=4 most guesses fail; counted with them, the first position's
+    acceptance would read near 0.25."""
     core = make_core(tiny)
     driver = Driver(core)
-    n = 40
+    n = 160  # about seventy rounds counted: 0.5 within 0.2 is over three standard deviations
     rid = driver.add(P_A, n, speculative=synthetic(P_A, tiny.greedy(P_A, n), 0.5, 4))
     state = core.scheduler.states()[0]
     driver.finish()
     assert driver.tokens[rid] == tiny.greedy(P_A, n)
     spec = state.stats.spec
-    assert spec.guessed_rounds > 0
-    assert 0.2 < spec.acceptance_by_position[0] < 0.8  # near the drafter's 0.5
+    assert spec.guessed_rounds > 20 and spec.rounds > 20
+    assert 0.3 < spec.acceptance_by_position[0] < 0.7
 
 
 def test_a_row_that_ends_inside_a_round_is_cached_at_its_end(tiny, tmp_path):
