@@ -43,7 +43,7 @@ def same_drafts(monkeypatch):
 
 
 def make_core(tiny, **config):
-    """Rounds run ahead on this CPU too (by default only on a GPU)."""
+    """Rounds run ahead (off by default until a GPU measures them)."""
     config.setdefault("verify_ahead", True)
     return harness_core(tiny, **config)
 
