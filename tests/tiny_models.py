@@ -49,7 +49,6 @@ def _save(
     quantize_bits: int | None,
     group_size: int,
     tokenizer_src: Path | None,
-    dtype: str | None = None,
 ) -> Path:
     from engine.cache.mlx_lm_private import model_classes as _get_classes
 
@@ -58,8 +57,6 @@ def _save(
     model_class, args_class = _get_classes(config)
     mx.random.seed(seed)
     model = model_class(args_class.from_dict(config))
-    if dtype is not None:  # "bfloat16": ties among the largest logits happen (engine/sampling.py)
-        model.set_dtype(getattr(mx, dtype))
     mx.eval(model.parameters())
     if quantize_bits:
         model, config = quantize_model(model, config, group_size=group_size, bits=quantize_bits)
@@ -79,7 +76,6 @@ def make_tiny_llama_dir(
     quantize_bits: int | None = None,
     group_size: int = 32,
     tokenizer_src: Path | None = None,
-    dtype: str | None = None,
     **overrides: Any,
 ) -> Path:
     """A random llama (SmolLM2-shaped, tiny) saved as an mlx-lm folder at `path`."""
@@ -107,7 +103,6 @@ def make_tiny_llama_dir(
         quantize_bits=quantize_bits,
         group_size=group_size,
         tokenizer_src=tokenizer_src,
-        dtype=dtype,
     )
 
 
