@@ -29,13 +29,14 @@ from engine.core.lookahead import RoundsAhead
 from engine.core.prefill import (
     PrefillWork,
     finish_rider,
+    finish_shared,
     prefill_alone,
     prefill_together,
     restore_rider,
     rider,
 )
 from engine.core.proposals import propose
-from engine.core.recovery import recover_batch
+from engine.core.recovery import failed_inputs, recover_batch
 from engine.core.request_state import RequestState
 from engine.core.step_plan import CacheHit, DecodeRow, StepOutput, StepPlan, TokenRun
 from engine.speculative.drafter import Drafter, VerifyFeedback, proposes_for_itself
@@ -236,7 +237,7 @@ class ModelExecutor:
         except Exception as exc:  # noqa: BLE001 - find the row that caused it
             log.warning("a decode step failed: %s", exc, exc_info=True)
             self.ahead.settle(out)  # the rows' lengths must be whole before they are probed
-            probes = self._probes(plan)
+            probes = failed_inputs(self.batch, plan, self._last_drafts)
             failed = recover_batch(self.batch, exc, probes, shared=self._sharing)
             for rid, message in failed.items():
                 out.fail(rid, message)
@@ -271,18 +272,6 @@ class ModelExecutor:
                 self.prefilling.pop(item.request_id, None)
                 out.fail(item.request_id, f"prompt processing failed: {exc}")
 
-    def _probes(self, plan: list[DecodeRow]) -> list[list[int]]:
-        """The inputs each row had in the failed step: its pending token and its draft."""
-        drafts = self._last_drafts
-        try:
-            pending = self.batch.inputs.tolist()
-        except Exception:  # noqa: BLE001 - recover_batch reports it
-            return [[0] for _ in plan]
-        return [
-            replay + [t] + drafts.get(r.state.request_id, [])
-            for replay, t, r in zip(self.batch.replay, pending, plan)
-        ]
-
     def _plain_step(
         self,
         out: StepOutput,
@@ -306,7 +295,7 @@ class ModelExecutor:
         while_waiting()
         t_wait = time.perf_counter()
         collected = batch.step_collect(launched)
-        self._finish_riders(riders, batch.inputs, out)
+        finish_shared(riders, batch.inputs, out)
         t_collected = time.perf_counter()
         for state, token in collected:
             out.add_run(state.request_id, TokenRun([token]))
@@ -319,14 +308,6 @@ class ModelExecutor:
         out.timing.plain_launch_s += t_launched - start
         out.timing.plain_wait_s += t_collected - t_wait
         return bool(riders)
-
-    def _finish_riders(self, riders: list[PrefillWork], outputs: Any, out: StepOutput) -> None:
-        """Prompt chunks that shared the forward are done within their step, as a forward of
-        their own is (so the pacer's step times stay whole)."""
-        if riders:
-            mx.eval(outputs, [c.state for w in riders for c in w.cache])
-            out.timing.shared_steps += 1
-            out.timing.shared_tokens += sum(len(w.tokens) for w in riders)
 
     def _verify_round(
         self, plan: list[DecodeRow], out: StepOutput, while_waiting, riders: list[PrefillWork]
@@ -361,7 +342,7 @@ class ModelExecutor:
         while_waiting()
         t_streamed = time.perf_counter()
         targets, failures = batch.verify_collect(verify, histories)
-        self._finish_riders(riders, verify.logits, out)
+        finish_shared(riders, verify.logits, out)
         t2 = time.perf_counter()
         kept, next_inputs = [], []
         feedback: dict[str, list[VerifyFeedback]] = {}

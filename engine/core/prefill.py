@@ -142,3 +142,12 @@ def _prefill_padded(group: list[PrefillWork], model: Any, kv: KVQuant | None) ->
         quantize_row_cache(caches, kv)
         if group[row].wants_hidden:  # right-padded: the row's positions come first
             group[row].hidden = hidden[row, : lengths[row]]
+
+
+def finish_shared(riders: list[PrefillWork], outputs: Any, out: Any) -> None:
+    """Prompt chunks that shared the decode step's forward are done within their step, as a
+    forward of their own is (so the pacer's step times stay whole); `out` is the StepOutput."""
+    if riders:
+        mx.eval(outputs, [c.state for w in riders for c in w.cache])
+        out.timing.shared_steps += 1
+        out.timing.shared_tokens += sum(len(w.tokens) for w in riders)

@@ -102,3 +102,18 @@ def _fails_alone(model: Any, row: _Row, probe: list[int]) -> bool:
     except Exception:  # noqa: BLE001 - this is the row
         return True
     return not trim_to(row.cache, row.length)
+
+
+def failed_inputs(
+    batch: DecodeBatch, plan: list[Any], drafts: dict[str, list[int]]
+) -> list[list[int]]:
+    """The inputs each row had in the failed step: its replayed tokens, its pending token and
+    its draft (the probes `recover_batch` tries alone)."""
+    try:
+        pending = batch.inputs.tolist()
+    except Exception:  # noqa: BLE001 - recover_batch reports it
+        return [[0] for _ in plan]
+    return [
+        replay + [t] + drafts.get(r.state.request_id, [])
+        for replay, t, r in zip(batch.replay, pending, plan)
+    ]
