@@ -6,10 +6,11 @@ into alignment moves the whole cache every round (its cost grows with the contex
 instead marks its discarded positions as holes, which join the left padding in the attention mask
 (built once per forward, only while holes exist), and RoPE positions come from each row's own `offset`, which counts only
 real tokens. Keys are written with their RoPE already applied, so a hole changes nothing for
-the positions after it. A round whose kept counts are still on the device (engine/core/lookahead.py)
-gives back its positions lazily: `offset` drops on the device, and the mask hides the round's
-unkept positions from a device array until `settle` turns them into holes like any other. When holes take up too much of the buffer, `compact()` gathers each
-row's real positions back into place (one move, now and then).
+the positions after it. A round whose kept counts are still on the device
+(engine/core/lookahead.py) gives back its positions lazily: `offset` drops on the device, and the
+mask hides the round's unkept positions from a device array until `settle` turns them into holes
+like any other. When holes take up too much of the buffer, `compact()` gathers each row's real
+positions back into place (one move, now and then).
 
 On a GPU, a forward over several tokens per row (a verify round) attends over the whole buffer,
 its unwritten tail masked, instead of over exactly the positions written so far: MLX's CUDA

@@ -386,7 +386,8 @@ class ModelExecutor:
     def _propose(
         self, plan: list[DecodeRow], histories: list[list[int]], out: StepOutput
     ) -> tuple[list[list[int]], list[str | None]]:
-        vocab = self.target.info.vocab_size  # timed by part_timing
+        # a method of its own: engine.bench.part_timing times it
+        vocab = self.target.info.vocab_size
         return propose(self.drafters, self.inputs, plan, histories, out, vocab_size=vocab)
 
     def _drafter_kind(self, name: str | None) -> str | None:
