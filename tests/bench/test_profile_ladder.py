@@ -47,3 +47,17 @@ def test_a_failing_rung_is_recorded_and_the_rest_run(monkeypatch, tmp_path):
     rows = {r["rung"]: r for r in json.loads(out.read_text())["results"]}
     assert rows["bare-verify"]["error"] == "ValueError: this rung broke"
     assert "ms" not in rows["bare-verify"] and rows["ours-verify"]["ms"] > 0
+
+
+def test_rows_whose_prompts_exceed_a_step_join_together_and_are_timed(tmp_path):
+    """Six 200-token prompts are more than one CPU step prefills (512 tokens); paced in beside
+    the first rows, those rows used to finish before the last joined, and the engine rungs
+    found no step with every row decoding."""
+    out = tmp_path / "ladder.json"
+    argv = ["--model", "random:tiny", "--batch", "6", "--context", "200", "--tokens", "4"]
+    only = ["--only", "engine-core", "engine-core-verify", "engine-core-ahead"]
+    assert profile_ladder.main([*argv, "--repeats", "1", *only, "--json", str(out)]) == 0
+    rows = {r["rung"]: r for r in json.loads(out.read_text())["results"]}
+    assert [r for r in rows.values() if r.get("error")] == []
+    assert rows["engine-core"]["detail"]["steps"] >= 4
+    assert rows["engine-core-verify"]["detail"]["tokens_per_round"] > 1
