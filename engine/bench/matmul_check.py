@@ -59,6 +59,7 @@ class CaseResult:
     mlx_error: float | None = None  # MLX's own error against it
     kernel_ms: float | None = None  # per call
     mlx_ms: float | None = None
+    mlx_wx_ms: float | None = None  # the same product as (w @ x.T), left transposed
     kernel_gb_s: float | None = None  # weight bytes read per second
     error: str | None = None
 
@@ -85,6 +86,8 @@ def check_shape(rows, k, n, dtype_name, launches, repeats) -> list[CaseResult]:
         want = x.astype(mx.float32) @ weights[0].astype(mx.float32).T
         mlx_error = mx.abs((x @ weights[0].T).astype(mx.float32) - want).max().item()
         mlx_ms = per_call_ms(lambda w: x @ w.T, weights, repeats)
+        # cuBLASLt picks its kernel by shape: the few rows as the product's columns instead
+        mlx_wx_ms = per_call_ms(lambda w: w @ x.T, weights, repeats)
     except Exception:  # noqa: BLE001 - recorded; the other shapes still run
         for r in results:
             r.error = traceback.format_exc(limit=3)
@@ -92,7 +95,7 @@ def check_shape(rows, k, n, dtype_name, launches, repeats) -> list[CaseResult]:
     for r in results:
         try:
             r.taken = smc.takes(x, weights[0])
-            r.mlx_error, r.mlx_ms = mlx_error, mlx_ms
+            r.mlx_error, r.mlx_ms, r.mlx_wx_ms = mlx_error, mlx_ms, mlx_wx_ms
             if rows < smc.MIN_ROWS or rows > MAX_TIMED_ROWS:
                 continue  # one row is MLX's matrix-vector kernel: its time only
 
@@ -132,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             print(
                 f"M={rows:2d} K={k:5d} N={n:5d} {dtype} cols={r.cols} warps={r.warps}: error "
-                f"{r.max_abs_error} (MLX {r.mlx_error}); {timing}",
+                f"{r.max_abs_error} (MLX {r.mlx_error}); {timing}; w @ x.T {r.mlx_wx_ms} ms",
                 flush=True,
             )
         if args.json:  # after every shape: a run cut short keeps what it measured
