@@ -14,12 +14,12 @@ el installed
 for ops in shipped 400 100000; do
   if [ $ops = shipped ]; then unset MLX_MAX_OPS_PER_BUFFER MLX_MAX_MB_PER_BUFFER
   else export MLX_MAX_OPS_PER_BUFFER=$ops MLX_MAX_MB_PER_BUFFER=1000000; fi
-  timeout 150 python3 -m engine.bench.profile_ladder --model random:1b --batch 1 4 16 --context 256 --tokens 32 \
+  timeout 130 python3 -m engine.bench.profile_ladder --model random:1b --batch 1 4 16 --context 256 --tokens 32 \
     --repeats 2 --only bare-forward engine-core bare-verify engine-core-verify engine-core-ahead \
     --json $OUT/ladder_1b_ops$ops.json > $OUT/ladder_1b_ops$ops.log 2>&1
   el "ladder ops=$ops rc=$?"; grep "^| [a-z]" $OUT/ladder_1b_ops$ops.log | tail -15
 done
 unset MLX_MAX_OPS_PER_BUFFER MLX_MAX_MB_PER_BUFFER
-timeout 80 python3 -m engine.bench.matmul_check --quick --rows $(seq 1 20) 24 28 32 --json $OUT/matmul_rows.json > $OUT/matmul_rows.log 2>&1
+timeout 60 python3 -m engine.bench.matmul_check --quick --rows $(seq 1 10) 12 16 20 24 32 --json $OUT/matmul_rows.json > $OUT/matmul_rows.log 2>&1
 el "matmul rc=$?"; grep -c "^M=" $OUT/matmul_rows.log
 true
