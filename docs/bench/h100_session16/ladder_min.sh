@@ -10,7 +10,7 @@ el installed
 for ops in shipped 100000; do
   if [ $ops = shipped ]; then unset MLX_MAX_OPS_PER_BUFFER MLX_MAX_MB_PER_BUFFER
   else export MLX_MAX_OPS_PER_BUFFER=$ops MLX_MAX_MB_PER_BUFFER=1000000; fi
-  timeout 100 python3 -m engine.bench.profile_ladder --model random:1b --batch 1 4 --context 256 --tokens 32 \
+  timeout ${LADDER_S:-100} python3 -m engine.bench.profile_ladder --model random:1b --batch 1 4 --context 256 --tokens 32 \
     --repeats 2 --only bare-forward engine-core engine-core-verify engine-core-ahead \
     --json $OUT/ladder_1b_ops$ops.json > $OUT/ladder_1b_ops$ops.log 2>&1
   el "ladder ops=$ops rc=$?"; grep "^| [a-z]" $OUT/ladder_1b_ops$ops.log | tail -10
