@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
@@ -166,27 +164,8 @@ def synthetic_params() -> SpeculativeParams:
     return SpeculativeParams(method=SpecMethod.SYNTHETIC, draft_tokens=DEFAULT_K)
 
 
-@contextmanager
-def joined_together(core: Any, prompts: list) -> Iterator[None]:
-    """Every prompt prefilled in the core's first step, so that all rows join the batch at once:
-    the rungs time a batch's steps, not its admission (a burst of long prompts beside decoding
-    rows is paced in over many steps, and the first rows would finish before the last join)."""
-    pacer = core.scheduler.pacer
-    saved = pacer.max_chunk, pacer.gap_factor
-    pacer.max_chunk, pacer.gap_factor = max(sum(len(p) for p in prompts), 1), None
-    try:
-        yield
-    finally:
-        pacer.max_chunk, pacer.gap_factor = saved
-
-
 def engine_replies(core: Any, prompts: list, max_tokens: int) -> list[list[int]]:
     """The greedy replies our EngineCore gives these prompts (run together, no speculation)."""
-    with joined_together(core, prompts):
-        return _replies(core, prompts, max_tokens)
-
-
-def _replies(core: Any, prompts: list, max_tokens: int) -> list[list[int]]:
     ids = []
     for p in prompts:
         request = GenerationRequest(prompt_tokens=p, max_tokens=max_tokens)
@@ -207,12 +186,8 @@ def engine_core(
 ) -> dict:
     """EngineCore stepping the rows to completion, no asyncio: wall ms of each core.step()
     while all rows decode (plain steps, or verify rounds with `verify`; queued ahead with
-    `ahead`, else in series)."""
-    with joined_together(core, prompts):
-        return _core_steps(core, prompts, tokens, verify=verify, ahead=ahead)
-
-
-def _core_steps(core: Any, prompts: list, tokens: int, *, verify: bool, ahead: bool) -> dict:
+    `ahead`, else in series). The core's config must prefill every prompt in one step, so
+    that all rows join at once."""
     core.executor.ahead.on = ahead
     spec = synthetic_params() if verify else SpeculativeParams()
     for p in prompts:

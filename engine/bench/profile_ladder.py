@@ -59,7 +59,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--tokens", type=int, default=DEFAULT_TOKENS, help="timed steps per run")
     p.add_argument("--repeats", type=int, default=DEFAULT_REPEATS, help="alternated runs each")
     p.add_argument(
-        "--prefill-chunk", type=int, default=None, help="default: the engine's, by device"
+        "--prefill-chunk",
+        type=int,
+        default=None,
+        help="default: every row's prompt in one step, so that all rows join together",
     )
     p.add_argument("--only", nargs="+", default=None, help="run only these rungs")
     p.add_argument("--json", type=Path, default=None, help="write results here")
@@ -80,7 +83,10 @@ class Ladder:
         self.synth = SyntheticDrafter(vocab_size=self.loaded.info.vocab_size)
         config = EngineConfig(
             model=args.model,
-            prefill_chunk=args.prefill_chunk,
+            # the rungs time a batch's steps, not its admission: every prompt is prefilled in
+            # the first step (paced in beside decoding rows, the first would finish first)
+            prefill_chunk=args.prefill_chunk or max(args.batch) * args.context,
+            prefill_gap_factor=None,
             max_batch=max(args.batch),
             prompt_cache=False,  # the rows' prompts repeat; the bare rungs have none
             log_blas=False,

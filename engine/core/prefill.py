@@ -28,6 +28,7 @@ from mlx_lm.models.cache import KVCache, QuantizedKVCache, make_prompt_cache
 from engine.cache.kv_quant import KVQuant, cache_signature, merge_layer, quantize_row_cache
 from engine.core.packed_forward import Part
 from engine.core.recovery import trim_to
+from engine.core.step_plan import StepOutput
 from engine.hidden import split_forward
 
 log = logging.getLogger(__name__)
@@ -144,9 +145,9 @@ def _prefill_padded(group: list[PrefillWork], model: Any, kv: KVQuant | None) ->
             group[row].hidden = hidden[row, : lengths[row]]
 
 
-def finish_shared(riders: list[PrefillWork], outputs: Any, out: Any) -> None:
+def finish_shared(riders: list[PrefillWork], outputs: mx.array, out: StepOutput) -> None:
     """Prompt chunks that shared the decode step's forward are done within their step, as a
-    forward of their own is (so the pacer's step times stay whole); `out` is the StepOutput."""
+    forward of their own is (so the pacer's step times stay whole)."""
     if riders:
         mx.eval(outputs, [c.state for w in riders for c in w.cache])
         out.timing.shared_steps += 1

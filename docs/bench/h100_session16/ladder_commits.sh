@@ -5,20 +5,15 @@
 # MLX's ten tasks in flight): does async_eval then return before the forward ran, and do rounds
 # ahead overlap? Also MLX's matmul time at row counts 1-32 (cuBLASLt picks kernels by shape; on
 # the H100 16 rows took longer than 32), as x @ w.T and as w @ x.T.
-set -u
-t0=$(date +%s)
-el() { echo "[$(( $(date +%s) - t0 ))s] $*"; }
-[ -d /tmp/site ] || { bash .gpu/b/install.sh > $OUT/install.log 2>&1 || { tail -5 $OUT/install.log; exit 1; }; }
-export PYTHONPATH=/tmp/site:$PWD/.gpu/x/site:$PWD TANDEM_TOKENIZER_DIR=$PWD/.gpu/tok
+. "$(dirname "$0")/preamble.sh"
 el installed
 ladder() {
-  if [ $1 = shipped ]; then unset MLX_MAX_OPS_PER_BUFFER MLX_MAX_MB_PER_BUFFER
-  else export MLX_MAX_OPS_PER_BUFFER=$1 MLX_MAX_MB_PER_BUFFER=1000000; fi
+  buffers $1
   timeout 125 python3 -m engine.bench.profile_ladder --model random:1b --batch 1 4 16 --context 256 --tokens 32 \
     --repeats 2 --only bare-forward engine-core bare-verify engine-core-verify engine-core-ahead \
     --json $OUT/ladder_1b_ops$1.json > $OUT/ladder_1b_ops$1.log 2>&1
   el "ladder ops=$1 rc=$?"; grep "^| [a-z]" $OUT/ladder_1b_ops$1.log | tail -15
-  unset MLX_MAX_OPS_PER_BUFFER MLX_MAX_MB_PER_BUFFER
+  buffers shipped
 }
 ladder shipped
 ladder 100000

@@ -1,15 +1,10 @@
 #!/usr/bin/env bash
 # Session 16, the short form of ladder_commits.sh for a call with little device time left: the
 # 1B's ladder at 1 and 4 rows, command buffers as shipped and one per forward.
-set -u
-t0=$(date +%s)
-el() { echo "[$(( $(date +%s) - t0 ))s] $*"; }
-[ -d /tmp/site ] || { bash .gpu/b/install.sh > $OUT/install.log 2>&1 || { tail -5 $OUT/install.log; exit 1; }; }
-export PYTHONPATH=/tmp/site:$PWD/.gpu/x/site:$PWD TANDEM_TOKENIZER_DIR=$PWD/.gpu/tok
+. "$(dirname "$0")/preamble.sh"
 el installed
 for ops in shipped 100000; do
-  if [ $ops = shipped ]; then unset MLX_MAX_OPS_PER_BUFFER MLX_MAX_MB_PER_BUFFER
-  else export MLX_MAX_OPS_PER_BUFFER=$ops MLX_MAX_MB_PER_BUFFER=1000000; fi
+  buffers $ops
   timeout ${LADDER_S:-100} python3 -m engine.bench.profile_ladder --model random:1b --batch 1 4 --context 256 --tokens 32 \
     --repeats 2 --only bare-forward engine-core engine-core-verify engine-core-ahead \
     --json $OUT/ladder_1b_ops$ops.json > $OUT/ladder_1b_ops$ops.log 2>&1
