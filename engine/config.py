@@ -16,12 +16,12 @@ DEFAULT_STATS_INTERVAL_S = 0.25  # a running request's StatsEvent at most this o
 DEFAULT_STREAM_INTERVAL_S = 0.02  # tokens reach asyncio at most this late (hosting/event_outbox.py)
 DEFAULT_KV_GROUP_SIZE = 64
 DEFAULT_PREFILL_GAP_FACTOR = 3.0  # engine/core/prefill_pacer.py
-# Verify rounds ahead (engine/core/lookahead.py) are exact but unmeasured where they can help: on
-# MLX's CPU backend `async_eval` waits until all but ten ops of a forward have run, so nothing
-# overlaps there, and drafts drawn on a wrong guess cut tokens per forward to 0.70-0.81x
-# (docs/benchmarks.md, ninth pass). Off until `python -m engine.bench ... --serial-too` on a GPU
-# shows them ahead.
-DEFAULT_VERIFY_AHEAD = False
+# Verify rounds ahead (engine/core/lookahead.py) are exact; whether they are faster depends on
+# the model and machine (an H100: 1.3-1.4x serial with a random 8B at four rows, slower with the
+# 1B; docs/benchmarks.md), so on a GPU each batch size times both ways and keeps the faster
+# (engine/core/ahead_choice.py). On MLX's CPU backend `async_eval` waits until all but ten ops of
+# a forward have run: nothing overlaps, and rounds run in series.
+DEFAULT_VERIFY_AHEAD: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -46,8 +46,9 @@ class EngineConfig:
     # a prompt chunk beside decoding rows shares their forward (engine/core/packed_forward.py)
     packed_prefill: bool = True
     # verify rounds are queued before the last one is read back where the drafters and
-    # caches allow it (engine/core/lookahead.py); off until measured on a GPU (DEFAULT_VERIFY_AHEAD)
-    verify_ahead: bool = DEFAULT_VERIFY_AHEAD
+    # caches allow it (engine/core/lookahead.py): True, False, or None: on a GPU where measured
+    # faster for the batch's size, never on the CPU (DEFAULT_VERIFY_AHEAD, `rounds_ahead`)
+    verify_ahead: bool | None = DEFAULT_VERIFY_AHEAD
     max_batch: int = DEFAULT_MAX_BATCH
     max_context: int | None = None  # cap below the model's own context length
     stats_interval_s: float = DEFAULT_STATS_INTERVAL_S
@@ -74,6 +75,14 @@ class EngineConfig:
     # More drafters, by speculative method name, made on the engine thread from the loaded
     # target (the benchmarks' synthetic drafter); production code registers none.
     extra_drafters: tuple[tuple[str, Callable[[Any], Any]], ...] = ()
+
+    def rounds_ahead(self) -> bool | None:
+        """verify_ahead on this device: True, False, or None (chosen as measured)."""
+        if self.verify_ahead is not None:
+            return self.verify_ahead
+        import mlx.core as mx
+
+        return None if mx.default_device().type == mx.DeviceType.gpu else False
 
     def step_prefill_chunk(self) -> int:
         """The most prompt tokens one step processes (prefill_chunk, or the device's default)."""

@@ -104,6 +104,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "queued before the last is read back: engine/core/lookahead.py), alternated in one process",
     )
     p.add_argument(
+        "--ahead-modes",
+        nargs="+",
+        choices=list(AHEAD_MODES) + ["default"],
+        default=None,
+        help="run each speculative setting with verify rounds these ways, alternated in one "
+        "process: measured (each batch size times both, engine/core/ahead_choice.py), on "
+        "(always ahead), off (in series), default (EngineConfig's)",
+    )
+    p.add_argument(
         "--baselines-on-our-kernels",
         action="store_true",
         help="run mlx-lm's baselines and reference on Tandem's CUDA kernels too (default: MLX's"
@@ -125,6 +134,10 @@ def machine() -> dict:
     }
 
 
+# --ahead-modes: EngineConfig.verify_ahead's values (None: chosen as measured)
+AHEAD_MODES: dict[str, bool | None] = {"measured": None, "on": True, "off": False}
+
+
 @dataclass(frozen=True)
 class SpecConfig:
     """One speculative variant of the sweep (acceptance: the synthetic drafter's rate)."""
@@ -132,7 +145,9 @@ class SpecConfig:
     params: SpeculativeParams
     acceptance: float | None = None
     replay: bool = False  # recurrent rows replay kept tokens instead of recomputing their state
-    serial: bool | None = None  # verify rounds in series (True) or ahead; None: the default
+    # verify rounds: "default" (EngineConfig's), "measured" (engine/core/ahead_choice.py),
+    # "on" (always ahead) or "off" (in series)
+    ahead: str = "default"
 
     @property
     def method(self) -> SpecMethod:
@@ -154,12 +169,20 @@ def spec_configs(args: argparse.Namespace) -> list[SpecConfig]:
         if value is not None
     }
     return [
-        SpecConfig(SpeculativeParams(method=method, draft_tokens=k, **ngrams), a, replay, serial)
+        SpecConfig(SpeculativeParams(method=method, draft_tokens=k, **ngrams), a, replay, ahead)
         for k in args.draft_tokens
         for a in rates
         for replay in ((False, True) if args.replay_too else (False,))
-        for serial in ((False, True) if args.serial_too else (None,))
+        for ahead in ahead_modes(args)
     ]
+
+
+def ahead_modes(args: argparse.Namespace) -> list[str]:
+    """The ways verify rounds run, each alternated in one process (--ahead-modes, --serial-too)."""
+    modes = list(args.ahead_modes or ["default"])
+    if args.serial_too and "off" not in modes:
+        modes.append("off")
+    return modes
 
 
 async def set_mode(eng: Engine, spec: SpecConfig | None) -> None:
@@ -169,8 +192,8 @@ async def set_mode(eng: Engine, spec: SpecConfig | None) -> None:
     def apply() -> None:
         executor = eng._worker.core_for().executor
         executor.batch.recompute = not (spec and spec.replay)
-        serial = spec.serial if spec is not None else None
-        executor.ahead.on = executor.ahead.configured if serial is None else not serial
+        mode = spec.ahead if spec is not None else "default"
+        executor.ahead.on = AHEAD_MODES[mode] if mode != "default" else executor.ahead.configured
 
     await eng.run_on_engine_thread(apply)
 
@@ -271,6 +294,7 @@ async def bench(args: argparse.Namespace) -> dict:
                 run.timing = await take_timing(eng)
                 spec_runs[i].append(run)
             await set_mode(eng, None)
+        choice = await ahead_choice(eng)
         mlx_spec = None
         if c == 1 and draft is not None and configs:
             with shipped():
@@ -304,6 +328,8 @@ async def bench(args: argparse.Namespace) -> dict:
                 plain_runs=plain_runs,
             )
             add_single_stream(row, single_runs, plain)
+            if spec is not None and spec.ahead in ("measured", "default"):
+                row["ahead_choice"] = choice  # per batch size, as it stands after the runs
             if expected:
                 row["mismatches"] = mismatches(model, prompts, expected, runs)
                 row["plain_lossless"] = all(r.tokens == expected for r in plain_runs)
@@ -320,6 +346,13 @@ async def bench(args: argparse.Namespace) -> dict:
         "baselines": "on Tandem's kernels" if args.baselines_on_our_kernels else "MLX as shipped",
         "results": results,
     }
+
+
+async def ahead_choice(eng: Engine) -> dict:
+    """The engine's choice between verify rounds ahead and in series, per batch size."""
+    return await eng.run_on_engine_thread(
+        lambda: eng._worker.core_for().executor.ahead.choice.summary()
+    )
 
 
 async def take_timing(eng: Engine) -> StepTiming:

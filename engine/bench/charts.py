@@ -26,7 +26,7 @@ def speedup_chart(results: list[dict], path: Path, *, title: str) -> Path | None
         for r in results
         if r.get("acceptance") is not None
         and not r.get("recurrent_replay")
-        and r.get("verify_ahead") is not False
+        and r.get("verify_ahead") in (None, True, "default")
     ]
     if not rows:
         return None

@@ -43,8 +43,8 @@ def make_row(
         "draft_tokens": spec.draft_tokens if spec else 0,
         "acceptance": spec.acceptance if spec else None,
         "recurrent_replay": bool(spec and spec.replay),
-        # verify rounds ahead (True) or in series; None: EngineConfig.verify_ahead's default
-        "verify_ahead": None if spec is None or spec.serial is None else not spec.serial,
+        # verify rounds: "default" (EngineConfig.verify_ahead's), "measured", "on" or "off"
+        "verify_ahead": spec.ahead if spec else "default",
         "workload": args.workload,
         "max_tokens": args.max_tokens,
         "ours_tokens_per_s": round(ours, 2),
@@ -93,7 +93,10 @@ def print_row(row: dict) -> None:
         )
     accept = f" p={row['acceptance']}" if row["acceptance"] is not None else ""
     accept += " replay" if row.get("recurrent_replay") else ""
-    accept += " serial" if row.get("verify_ahead") is False else ""
+    mode = row.get("verify_ahead")
+    accept += {"off": " serial", False: " serial", "on": " ahead", "measured": " measured"}.get(
+        mode, ""
+    )
     paired = f" (paired {row['speedup_paired']})" if row.get("speedup_paired") else ""
     print(
         f"c={row['concurrency']:>3} {row['workload']:<8} spec={row['speculative']}"

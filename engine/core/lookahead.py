@@ -35,6 +35,7 @@ import mlx.core as mx
 
 from engine.cache.cache_list import leaves
 from engine.cache.ragged import RaggedBatchKVCache
+from engine.core.ahead_choice import AheadChoice
 from engine.core.batch import DecodeBatch
 from engine.core.drafter_inputs import DrafterInputs
 from engine.core.proposals import propose
@@ -240,19 +241,28 @@ class RoundsAhead:
         drafters: dict[str, Drafter],
         inputs: DrafterInputs,
         *,
-        on: bool,
+        on: bool | None,
         vocab_size: int | None = None,
     ) -> None:
         self.batch = batch
         self.vocab_size = vocab_size
         self.drafters = drafters
         self.inputs = inputs
-        self.configured = self.on = on  # EngineConfig.verify_ahead (`on`: a benchmark may switch)
+        # EngineConfig.verify_ahead: always, never, or None: as `choice` measures per batch
+        # size (`on`: a benchmark may switch)
+        self.configured = self.on = on
+        self.choice = AheadChoice()
         self.in_flight: AheadRound | None = None
 
-    def takes(self, plan: list[DecodeRow], riders: list) -> bool:
-        """Whether this round runs ahead (prompt chunks riding on it: in series)."""
-        return self.on and not riders and can_run_ahead(self.batch, plan, self.drafters)
+    def eligible(self, plan: list[DecodeRow], riders: list) -> bool:
+        """Whether this round may run ahead (prompt chunks riding on it: in series)."""
+        return (
+            self.on is not False and not riders and can_run_ahead(self.batch, plan, self.drafters)
+        )
+
+    def wants(self) -> bool:
+        """Whether an eligible round runs ahead: always, or as the choice measured."""
+        return bool(self.on) or self.choice.wants_ahead(len(self.batch))
 
     def round(
         self, plan: list[DecodeRow], out: StepOutput, while_waiting: Callable[[], None]

@@ -1,0 +1,135 @@
+"""Whether a batch's verify rounds run ahead or in series, chosen from what each way measured.
+
+Rounds ahead (engine/core/lookahead.py) hide the host's drafting and graph building behind the
+device's forward, and pay for it with rounds drafted on a guess that proves wrong. Which wins
+depends on the machine and the model: on an H100 a random 8B at four rows gave 2.4-2.6x plain
+ahead against 1.7-1.9x in series, while the 1B, whose forward is too short to hide anything
+behind, was faster in series at every batch size (docs/benchmarks.md, session 17). So nothing is
+assumed: for each batch size the choice times a few rounds each way, takes the way that gave
+more tokens per second, and now and then times the other way again (the rows' acceptance and
+lengths change as a chat goes on).
+
+A round's cost is all the wall time from its step's start to the next step's (as auto's prices:
+the host's work between steps included), and its tokens are those the step reported. Steps where
+rows leave count too: there the rounds ahead drain and start again, which serial rounds never
+pay (on an H100 that made ahead slower overall where its steady rounds cost the same). The
+first round after a switch of way is not counted: switching to rounds ahead reports nothing in
+that round, and switching back reports two rounds' tokens at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+DEFAULT_LEG_ROUNDS = 6  # rounds timed in a row one way, after the switch's own round
+# legs of a trial, the ways alternating: a round keeps 1 to k+1 tokens, so a few are noisy, and
+# alternating spreads drift (a cold start's first forwards, other load) over both ways
+DEFAULT_TRIAL_LEGS = 8
+DEFAULT_RETRY_EVERY = 512  # rounds the chosen way runs before the other is timed again
+DEFAULT_KEEP = 0.5  # weight of the older timings when both ways are timed again
+
+
+def batch_bucket(rows: int) -> int:
+    """Batch sizes that share a choice: 1, 2-3, 4-7, 8-15, ... (powers of two)."""
+    return max(rows, 1).bit_length()
+
+
+def trial_legs(*, first: bool) -> list[bool]:
+    """The ways of a trial's legs in turn, `first` first."""
+    return [first if i % 2 == 0 else not first for i in range(DEFAULT_TRIAL_LEGS)]
+
+
+@dataclass
+class WayTiming:
+    """Seconds and tokens of the counted rounds run one way (ahead or in series)."""
+
+    seconds: float = 0.0
+    tokens: float = 0.0
+    rounds: int = 0
+
+    def seconds_per_token(self) -> float:
+        return self.seconds / self.tokens if self.tokens > 0 else float("inf")
+
+
+@dataclass
+class BucketChoice:
+    """One batch-size bucket's timings both ways, and the way its rounds run now."""
+
+    ways: dict[bool, WayTiming] = field(
+        default_factory=lambda: {False: WayTiming(), True: WayTiming()}
+    )
+    # the ways still to time in this trial, the current one first (empty: the chosen way runs)
+    pending: list[bool] = field(default_factory=lambda: trial_legs(first=False))
+    ahead: bool = False  # the way rounds run now
+    counted: int = 0  # rounds counted of the current trial's way
+    since_choice: int = 0  # rounds on the chosen way since it was chosen
+
+
+class AheadChoice:
+    """Chooses per batch size whether verify rounds run ahead, from measured tokens per second."""
+
+    def __init__(
+        self,
+        *,
+        leg_rounds: int = DEFAULT_LEG_ROUNDS,
+        retry_every: int = DEFAULT_RETRY_EVERY,
+    ) -> None:
+        self.leg_rounds = leg_rounds
+        self.retry_every = retry_every
+        self.buckets: dict[int, BucketChoice] = {}
+        self._last_way: bool | None = None  # the way the last round recorded ran
+
+    def wants_ahead(self, rows: int) -> bool:
+        """The way this batch's next round runs."""
+        return self.buckets.setdefault(batch_bucket(rows), BucketChoice()).ahead
+
+    def record(self, rows: int, *, ahead: bool, seconds: float, tokens: int) -> None:
+        """A round of `rows` rows, run `ahead` or not, took `seconds` and reported `tokens`."""
+        bucket = self.buckets.get(batch_bucket(rows))
+        switched, self._last_way = self._last_way != ahead, ahead
+        if bucket is None or bucket.ahead != ahead or switched:
+            return  # not the way this bucket runs now, or a switch's own round
+        way = bucket.ways[ahead]
+        way.seconds += seconds
+        way.tokens += tokens
+        way.rounds += 1
+        if bucket.pending:
+            bucket.counted += 1
+            if bucket.counted >= self.leg_rounds:
+                bucket.pending.pop(0)
+                bucket.counted = 0
+                if bucket.pending:
+                    bucket.ahead = bucket.pending[0]
+                else:
+                    self._choose(bucket)
+            return
+        bucket.since_choice += 1
+        if bucket.since_choice >= self.retry_every:  # both ways again, the other one first
+            for timing in bucket.ways.values():
+                timing.seconds *= DEFAULT_KEEP
+                timing.tokens *= DEFAULT_KEEP
+            bucket.pending = trial_legs(first=not bucket.ahead)
+            bucket.ahead = bucket.pending[0]
+
+    @staticmethod
+    def _choose(bucket: BucketChoice) -> None:
+        serial, ahead = bucket.ways[False], bucket.ways[True]
+        bucket.ahead = ahead.seconds_per_token() < serial.seconds_per_token()
+        bucket.since_choice = 0
+
+    def summary(self) -> dict[str, dict]:
+        """Per batch-size bucket: the way chosen and each way's milliseconds per token."""
+        out = {}
+        for key, bucket in sorted(self.buckets.items()):
+            out[str(1 << (key - 1))] = {  # the bucket's smallest batch size
+                "ahead": bucket.ahead,  # the way running now
+                "timing_both": bool(bucket.pending),  # still timing both ways (else: chosen)
+                "serial_ms_per_token": _ms(bucket.ways[False]),
+                "ahead_ms_per_token": _ms(bucket.ways[True]),
+            }
+        return out
+
+
+def _ms(way: WayTiming) -> float | None:
+    spt = way.seconds_per_token()
+    return None if spt == float("inf") else round(1e3 * spt, 3)
