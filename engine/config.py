@@ -17,8 +17,8 @@ DEFAULT_STREAM_INTERVAL_S = 0.02  # tokens reach asyncio at most this late (host
 DEFAULT_KV_GROUP_SIZE = 64
 DEFAULT_PREFILL_GAP_FACTOR = 3.0  # engine/core/prefill_pacer.py
 # Verify rounds ahead (engine/core/lookahead.py) are exact; whether they are faster depends on
-# the model and machine (an H100: 1.3-1.4x serial with a random 8B at four rows, slower with the
-# 1B; docs/benchmarks.md), so on a GPU each batch size times both ways and keeps the faster
+# the model and the machine (a random 8B at four rows: 1.3-1.4x serial on one H100, 0.81x on
+# another; docs/benchmarks.md), so on a GPU each batch size times both ways and keeps the faster
 # (engine/core/ahead_choice.py). On MLX's CPU backend `async_eval` waits until all but ten ops of
 # a forward have run: nothing overlaps, and rounds run in series.
 DEFAULT_VERIFY_AHEAD: bool | None = None

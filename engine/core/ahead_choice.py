@@ -2,12 +2,12 @@
 
 Rounds ahead (engine/core/lookahead.py) hide the host's drafting and graph building behind the
 device's forward, and pay for it with rounds drafted on a guess that proves wrong. Which wins
-depends on the machine and the model: on an H100 a random 8B at four rows gave 2.4-2.6x plain
-ahead against 1.7-1.9x in series, while the 1B, whose forward is too short to hide anything
-behind, was faster in series at every batch size (docs/benchmarks.md, session 17). So nothing is
-assumed: for each batch size the choice times a few rounds each way, takes the way that gave
-more tokens per second, and now and then times the other way again (the rows' acceptance and
-lengths change as a chat goes on).
+depends on the model and the machine, even between two H100s: on one, a random 8B at four rows
+gave 2.4-2.6x plain ahead against 1.7-1.9x in series; on the next, the same run gave 2.06x
+against 2.53x (docs/benchmarks.md, eleventh pass). So nothing is assumed: for each batch size
+the choice times both ways in alternating legs of a few rounds, takes the way that gave more
+tokens per second (the median leg), and every so often times both again (the rows' acceptance
+and lengths change as a chat goes on).
 
 A round's cost is all the wall time from its step's start to the next step's (as auto's prices:
 the host's work between steps included), and its tokens are those the step reported. Steps where
@@ -19,6 +19,8 @@ that round, and switching back reports two rounds' tokens at once.
 
 from __future__ import annotations
 
+import statistics
+from collections import deque
 from dataclasses import dataclass, field
 
 DEFAULT_LEG_ROUNDS = 6  # rounds timed in a row one way, after the switch's own round
@@ -26,7 +28,10 @@ DEFAULT_LEG_ROUNDS = 6  # rounds timed in a row one way, after the switch's own 
 # alternating spreads drift (a cold start's first forwards, other load) over both ways
 DEFAULT_TRIAL_LEGS = 8
 DEFAULT_RETRY_EVERY = 512  # rounds the chosen way runs before the other is timed again
-DEFAULT_KEEP = 0.5  # weight of the older timings when both ways are timed again
+# each way's latest legs (this trial's four, the last trial's last two): a way's price is their
+# median, so a leg with a slow outlier (on CUDA a forward of a new shape builds its graph, up to
+# a second) does not decide, and the newest legs outnumber the older
+DEFAULT_LEGS_KEPT = 6
 
 
 def batch_bucket(rows: int) -> int:
@@ -41,14 +46,24 @@ def trial_legs(*, first: bool) -> list[bool]:
 
 @dataclass
 class WayTiming:
-    """Seconds and tokens of the counted rounds run one way (ahead or in series)."""
+    """The counted rounds run one way (ahead or in series): seconds per token of each leg."""
 
-    seconds: float = 0.0
-    tokens: float = 0.0
-    rounds: int = 0
+    legs: deque[float] = field(default_factory=lambda: deque(maxlen=DEFAULT_LEGS_KEPT))
+    seconds: float = 0.0  # of the leg being timed
+    tokens: int = 0
+    rounds: int = 0  # counted, in all
+
+    def add(self, seconds: float, tokens: int) -> None:
+        self.seconds += seconds
+        self.tokens += tokens
+        self.rounds += 1
+
+    def end_leg(self) -> None:
+        self.legs.append(self.seconds / self.tokens if self.tokens else float("inf"))
+        self.seconds, self.tokens = 0.0, 0
 
     def seconds_per_token(self) -> float:
-        return self.seconds / self.tokens if self.tokens > 0 else float("inf")
+        return statistics.median(self.legs) if self.legs else float("inf")
 
 
 @dataclass
@@ -89,13 +104,12 @@ class AheadChoice:
         switched, self._last_way = self._last_way != ahead, ahead
         if bucket is None or bucket.ahead != ahead or switched:
             return  # not the way this bucket runs now, or a switch's own round
-        way = bucket.ways[ahead]
-        way.seconds += seconds
-        way.tokens += tokens
-        way.rounds += 1
         if bucket.pending:
+            way = bucket.ways[ahead]
+            way.add(seconds, tokens)
             bucket.counted += 1
             if bucket.counted >= self.leg_rounds:
+                way.end_leg()
                 bucket.pending.pop(0)
                 bucket.counted = 0
                 if bucket.pending:
@@ -105,9 +119,6 @@ class AheadChoice:
             return
         bucket.since_choice += 1
         if bucket.since_choice >= self.retry_every:  # both ways again, the other one first
-            for timing in bucket.ways.values():
-                timing.seconds *= DEFAULT_KEEP
-                timing.tokens *= DEFAULT_KEEP
             bucket.pending = trial_legs(first=not bucket.ahead)
             bucket.ahead = bucket.pending[0]
 

@@ -65,6 +65,18 @@ def test_both_ways_are_timed_again_and_a_change_is_followed():
     assert not any(ways[-20:]) and choice.wants_ahead(8) is False
 
 
+def test_one_slow_round_does_not_decide():
+    """On CUDA the first forward of a new shape builds its graph: one round can take a second."""
+    choice = AheadChoice(leg_rounds=3, retry_every=100)
+    slow = {1}  # the serial leg's first counted round
+    for i in range(40):
+        ahead = choice.wants_ahead(4)
+        seconds = 0.02 if ahead else (1.0 if i in slow else 0.01)
+        choice.record(4, ahead=ahead, seconds=seconds, tokens=4)
+    assert choice.wants_ahead(4) is False
+    assert choice.summary()["4"]["serial_ms_per_token"] == 2.5
+
+
 def test_batch_sizes_choose_apart():
     assert [batch_bucket(n) for n in (1, 2, 3, 4, 7, 8, 16, 32)] == [1, 2, 2, 3, 3, 4, 5, 6]
     choice = AheadChoice(leg_rounds=2, retry_every=100)
