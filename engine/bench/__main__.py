@@ -100,8 +100,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--serial-too",
         action="store_true",
-        help="also run each speculative setting with every verify round in series (no round "
-        "queued before the last is read back: engine/core/lookahead.py), alternated in one process",
+        help="run each speculative setting with verify rounds always ahead and always in series "
+        "(engine/core/lookahead.py), alternated in one process (--ahead-modes on off)",
     )
     p.add_argument(
         "--ahead-modes",
@@ -179,10 +179,9 @@ def spec_configs(args: argparse.Namespace) -> list[SpecConfig]:
 
 def ahead_modes(args: argparse.Namespace) -> list[str]:
     """The ways verify rounds run, each alternated in one process (--ahead-modes, --serial-too)."""
-    modes = list(args.ahead_modes or ["default"])
-    if args.serial_too and "off" not in modes:
-        modes.append("off")
-    return modes
+    if args.ahead_modes:
+        return list(args.ahead_modes)
+    return ["on", "off"] if args.serial_too else ["default"]
 
 
 async def set_mode(eng: Engine, spec: SpecConfig | None) -> None:
