@@ -126,6 +126,9 @@ class SpecStats:
     # before the last was read back: engine/core/lookahead.py); left out of the acceptance
     # figures above, which describe the drafter
     guessed_rounds: int = 0
+    # rounds with a draft that were queued before the last one was read back (guessed ones
+    # included): on a GPU the engine times both ways per batch size and keeps the faster
+    ahead_rounds: int = 0
 
     @property
     def acceptance_rate(self) -> float:
@@ -141,6 +144,17 @@ class SpecStats:
     @property
     def mean_acceptance_length(self) -> float:
         return 1.0 + self.accepted_tokens / self.rounds if self.rounds else 1.0
+
+    @property
+    def ahead_share(self) -> float:
+        """The share of verify rounds with a draft that ran ahead."""
+        total = self.rounds + self.guessed_rounds
+        return self.ahead_rounds / total if total else 0.0
+
+    @property
+    def guessed_share(self) -> float:
+        """The share of rounds ahead whose draft was drawn on a guess that proved wrong."""
+        return self.guessed_rounds / self.ahead_rounds if self.ahead_rounds else 0.0
 
     @property
     def tokens_per_forward(self) -> float:
@@ -174,6 +188,7 @@ class SpecStats:
 _COUNTERS = (
     "rounds",
     "guessed_rounds",
+    "ahead_rounds",
     "draft_tokens",
     "accepted_tokens",
     "target_forwards",

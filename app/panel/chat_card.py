@@ -8,6 +8,7 @@ from PySide6.QtWidgets import QLabel
 
 from app.chat.chat_controller import ChatController
 from app.formatting import fmt_percent, fmt_rate
+from app.panel.ahead_figures import show_ahead
 from app.panel.metric_tips import METRIC_TIPS
 from app.panel.position_chart import PositionChart
 from app.panel.sparkline import Sparkline
@@ -52,6 +53,8 @@ class ChatCard(MetricCard):
         self.add_metric("recent", "Recent acceptance", tip=METRIC_TIPS["recent"])
         self.add_metric("mal", "Mean accept. length", tip=METRIC_TIPS["mal"])
         self.add_metric("tpf", "Tokens / forward", tip=METRIC_TIPS["tpf"])
+        self.add_metric("ahead", "Rounds ahead", tip=METRIC_TIPS["ahead"])
+        self.add_metric("guessed", "Guessed wrong", tip=METRIC_TIPS["guessed"])
         self.add_metric("ttft", "First token")
         self.add_metric("cached", "Cached prompt", tip=METRIC_TIPS["cached"])
         self.add_metric("drafters", "Drafted by", tip=METRIC_TIPS["drafters"], wide=True)
@@ -115,6 +118,7 @@ class ChatCard(MetricCard):
         self._stats = stats
         if stats is None:
             keys = ("rate", "plain", "tokens", "ttft", "acceptance", "recent", "mal", "tpf")
+            keys += ("ahead", "guessed")
             for key in (*keys, "drafters"):
                 self.set_value(key, "–")
             self._show_cached(None)
@@ -133,6 +137,7 @@ class ChatCard(MetricCard):
         self.set_value("recent", fmt_percent(stats.recent_acceptance))
         self.set_value("mal", f"{spec.mean_acceptance_length:.2f}" if spec.rounds else "–")
         self.set_value("tpf", f"{spec.tokens_per_forward:.2f}" if spec.target_forwards else "–")
+        show_ahead(self, spec)
         self.set_value("drafters", describe_drafters(spec.rounds_by_drafter))
         self._show_cached(stats)
         history = self._controller.rate_history if self._controller else []

@@ -10,6 +10,7 @@ from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QWidget
 
 from app.formatting import fmt_bytes, fmt_count, fmt_duration, fmt_percent, fmt_rate
+from app.panel.ahead_figures import show_ahead
 from app.panel.metric_tips import METRIC_TIPS
 from app.panel.position_chart import PositionChart
 from app.panel.sparkline import Sparkline
@@ -63,6 +64,8 @@ class EngineCard(MetricCard):
         self.add_metric("mal", "Mean accept. length", tip=METRIC_TIPS["mal"])
         self.add_metric("tpf", "Tokens / forward", tip=METRIC_TIPS["tpf"])
         self.add_metric("drafted", "Drafted tokens")
+        self.add_metric("ahead", "Rounds ahead", tip=METRIC_TIPS["ahead"])
+        self.add_metric("guessed", "Guessed wrong", tip=METRIC_TIPS["guessed"])
         self.add_caption("Acceptance by draft position")
         self.positions = PositionChart()
         self.add_widget(self.positions)
@@ -125,4 +128,5 @@ class EngineCard(MetricCard):
         self.set_value("mal", f"{spec.mean_acceptance_length:.2f}" if spec.rounds else "–")
         self.set_value("tpf", f"{spec.tokens_per_forward:.2f}" if spec.target_forwards else "–")
         self.set_value("drafted", fmt_count(spec.draft_tokens))
+        show_ahead(self, spec)
         self.positions.set_rates(spec.acceptance_by_position)

@@ -7,6 +7,11 @@ METRIC_TIPS = {
     "drafters": "Who drafted this reply's verify rounds: with Auto, a chat drafts with its "
     "model drafter or by prompt lookup, whichever has been accepted more often lately",
     "tpf": "Tokens produced per forward pass of the target model (1.00 without speculation)",
+    "ahead": "Verify rounds queued before the last one was read back, so the host drafts while "
+    "the GPU verifies. On a GPU the engine times this and rounds in series at each batch size and "
+    "keeps the faster; on a CPU nothing overlaps and rounds run in series",
+    "guessed": "Rounds ahead whose draft was drawn on a guess about the round before that proved "
+    "wrong: their drafts are rejected (the reply stays exact), the cost of running ahead",
     "plain": "What plain decoding (no speculation) measured at this reply's batch size",
     "cached": "Prompt tokens of the last reply served from the prompt cache",
     "saved": "Forward passes of the target model that speculation made unnecessary, "

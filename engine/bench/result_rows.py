@@ -56,6 +56,7 @@ def make_row(
         "acceptance_by_position": by_pos,
         "mean_acceptance_length": round(totals.mean_acceptance_length, 3),
         "guessed_rounds": totals.guessed_rounds,  # left out of the acceptance figures
+        "ahead_rounds": totals.ahead_rounds,  # rounds queued before the last was read back
         "tokens_per_forward": round(totals.tokens_per_forward, 3),
         "ours_mean_ttft_s": round(statistics.median(r.mean_ttft_s for r in runs), 3),
         "baseline_mean_ttft_s": round(statistics.median(r.mean_ttft_s for r in base_runs), 3)

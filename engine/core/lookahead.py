@@ -315,7 +315,7 @@ class RoundsAhead:
                 continue
             drafter = self.drafters.get(used) if used is not None and draft else None
             kind = (drafter.kind or drafter.name) if drafter is not None else None
-            run = TokenRun(tokens, draft, n, used, kind, guessed=stale and bool(draft))
+            run = TokenRun(tokens, draft, n, used, kind, guessed=stale and bool(draft), ahead=True)
             out.add_run(state.request_id, run)
             if drafter is not None and proposes_for_itself(drafter):
                 feedback.setdefault(used, []).append(

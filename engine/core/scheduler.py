@@ -247,6 +247,7 @@ class Scheduler:
             sample_s=output.sample_s,
             drafter=run.drafter_kind,
             guessed=run.guessed,
+            ahead=run.ahead,
         )
         if not run.guessed:
             state.recent.add(len(run.draft), run.accepted)

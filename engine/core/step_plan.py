@@ -59,6 +59,7 @@ class TokenRun:
     # the draft was drawn on a guessed history that proved wrong (engine/core/lookahead.py):
     # its rejection says nothing of the drafter, so the policy does not learn from it
     guessed: bool = False
+    ahead: bool = False  # the forward was a round queued before the last was read back
 
 
 @dataclass

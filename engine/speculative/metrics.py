@@ -35,15 +35,17 @@ def record_round(
     sample_s: float,
     drafter: str | None = None,
     guessed: bool = False,
+    ahead: bool = False,
 ) -> None:
     """A verify round's draft for the row and how much of it the target kept (`drafter`: the
     drafter's kind, counted in rounds_by_drafter; `guessed`: drawn on a wrong guess, counted
-    apart)."""
+    apart; `ahead`: queued before the last round was read back)."""
     spec.draft_time_s += draft_s
     spec.verify_time_s += verify_s
     spec.sample_time_s += sample_s
     if not draft:
         return
+    spec.ahead_rounds += ahead
     if guessed:
         spec.guessed_rounds += 1
         return

@@ -237,6 +237,7 @@ class FakeEngine:
                 spec.draft_tokens += 1
                 spec.accepted_tokens += int(drafted)
                 spec.rounds += 1
+                spec.ahead_rounds += int(i % 2 == 0)  # half the rounds queued ahead
                 kind = "head" if i % 4 == 3 else "lookup"  # as an auto chat with a head drafts
                 spec.rounds_by_drafter[kind] = spec.rounds_by_drafter.get(kind, 0) + 1
                 spec.target_forwards += 1

@@ -183,6 +183,9 @@ def test_this_chat_shows_the_chats_last_reply_figures(qtbot, window, fake_engine
     window.tabs.setCurrentIndex(0)
     assert card.value("tokens") == str(first.last_stats.generated_tokens)
     assert card.value("tpf") == f"{first.last_stats.spec.tokens_per_forward:.2f}"
+    spec = first.last_stats.spec
+    assert card.value("ahead") == f"{round(100 * spec.ahead_rounds / spec.rounds)}%"
+    assert card.value("guessed") == "0%"
     by = first.last_stats.spec.rounds_by_drafter
     share = round(100 * by["lookup"] / sum(by.values()))
     assert card.value("drafters") == f"Prompt lookup {share}% · Draft head {100 - share}%"

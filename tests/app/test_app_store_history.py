@@ -207,6 +207,8 @@ def test_reply_stats_keep_everything_the_panel_shows(store):
             target_forwards=5,
             emitted_tokens=12,
             rounds_by_drafter={"lookup": 3, "head": 1},
+            guessed_rounds=1,
+            ahead_rounds=3,
         ),
         context_tokens=52,
         plain_tokens_per_s=15.0,

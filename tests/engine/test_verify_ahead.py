@@ -204,6 +204,20 @@ def test_guessed_rounds_are_counted_apart(tiny):
     spec = state.stats.spec
     assert spec.guessed_rounds > 20 and spec.rounds > 20
     assert 0.3 < spec.acceptance_by_position[0] < 0.7
+    # the live panel's "Rounds ahead" and "Guessed wrong": every round but the first ran ahead
+    assert spec.rounds + spec.guessed_rounds - 2 <= spec.ahead_rounds
+    assert spec.ahead_share > 0.9 and spec.guessed_share == spec.guessed_rounds / spec.ahead_rounds
+
+
+def test_serial_rounds_are_not_counted_ahead(tiny):
+    core = make_core(tiny, verify_ahead=False)
+    driver = Driver(core)
+    n = 30
+    driver.add(P_A, n, speculative=synthetic(P_A, tiny.greedy(P_A, n), 0.9, 4))
+    state = core.scheduler.states()[0]
+    driver.finish()
+    spec = state.stats.spec
+    assert spec.rounds > 3 and spec.ahead_rounds == 0 and spec.ahead_share == 0.0
 
 
 def test_a_row_that_ends_inside_a_round_is_cached_at_its_end(tiny, tmp_path):
