@@ -18,19 +18,17 @@ from app.models.model_catalog import BUILT_IN_SPEC
 from app.remote.remote_backend import RemoteBackend
 from app.remote.remote_spec import is_remote, parse_remote
 from engine.api import Engine, EngineConfig
-from engine.requests import (
+from engine.engine_reports import (
     EngineErrorEvent,
     EngineEvent,
     EngineStats,
-    ErrorEvent,
-    Event,
-    GenerationRequest,
     LoadProgressEvent,
     ModelInfo,
     ModelLoadedEvent,
     ModelStats,
     ModelUnloadedEvent,
 )
+from engine.requests import ErrorEvent, Event, GenerationRequest
 
 log = logging.getLogger(__name__)
 

@@ -24,20 +24,12 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from engine.config import EngineConfig
+from engine.engine_reports import EngineErrorEvent, EngineEvent, EngineStats, ModelInfo
 from engine.hosting.model_pool import ModelBusy, ModelTooLarge
 from engine.model_listing import ModelEntry as LocalModel
 from engine.model_listing import list_local_models
 from engine.models import ModelLoadError, validate_model_dir
-from engine.requests import (
-    EngineErrorEvent,
-    EngineEvent,
-    EngineStats,
-    ErrorEvent,
-    Event,
-    FinishedEvent,
-    GenerationRequest,
-    ModelInfo,
-)
+from engine.requests import ErrorEvent, Event, FinishedEvent, GenerationRequest
 from engine.speculative.mtp.checkpoint import mtp_weights_problem
 from engine.validation import refusal
 from engine.worker import EngineWorker

@@ -19,12 +19,12 @@ import mlx.core as mx
 import mlx.nn as nn
 
 from engine import default_model
+from engine.engine_reports import ModelInfo
 from engine.kernels.depthwise_conv_cuda import install as install_conv_kernel
 from engine.kernels.gated_delta_cuda import install as install_gated_delta_kernel
 from engine.kernels.rope_cuda_guard import install_for as install_rope_guard
 from engine.kernels.skinny_matmul_cuda import install as install_skinny_matmul
 from engine.kernels.verify_attention_cuda import install as install_verify_attention
-from engine.requests import ModelInfo
 
 # Why: huggingface_hub and transformers read this when first imported (mlx_lm is imported lazily,
 # below); Tandem must never reach a hub, even by accident.

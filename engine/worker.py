@@ -26,19 +26,13 @@ from engine import blas
 from engine import worker_commands as commands
 from engine.config import EngineConfig
 from engine.default_model import default_cache_root
+from engine.engine_reports import EngineEvent, EngineStats
 from engine.hosting.event_outbox import EventOutbox
 from engine.hosting.fair_share import FairShare
 from engine.hosting.model_loader import slice_seconds
 from engine.hosting.request_router import RequestRouter
 from engine.kernels.compiled_cache import keep_compiled_kernels
-from engine.requests import (
-    EngineEvent,
-    EngineStats,
-    ErrorEvent,
-    Event,
-    FinishedEvent,
-    GenerationRequest,
-)
+from engine.requests import ErrorEvent, Event, FinishedEvent, GenerationRequest
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from typing import Any
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt
 
 from app.formatting import fmt_bytes, fmt_duration, fmt_rate
-from engine.requests import ModelStats
+from engine.engine_reports import ModelStats
 
 _Index = QModelIndex | QPersistentModelIndex
 COLUMNS = ("Model", "Memory", "State", "Chats")

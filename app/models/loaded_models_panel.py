@@ -19,7 +19,7 @@ from PySide6.QtWidgets import (
 
 from app.formatting import fmt_bytes
 from app.models.loaded_models_model import ChatUse, LoadedModelsModel
-from engine.requests import EngineStats, ModelStats
+from engine.engine_reports import EngineStats, ModelStats
 
 IN_USE_TIP = "Chats are replying with it: unload it once their replies have ended"
 

@@ -32,7 +32,7 @@ from app.models.mtp_weights import MTP_WEIGHTS_KEY, check_mtp_weights
 from app.models.prompt_cache_clearer import PromptCacheClearer
 from app.store.conversation_store import Store
 from app.widgets.folder_dialog import open_folder_dialog
-from engine.requests import EngineStats, ModelInfo
+from engine.engine_reports import EngineStats, ModelInfo
 
 MODEL_DIRS_KEY = "model_dirs"
 COLUMNS = ("Name", "Source", "Size", "MTP", "Draft head", "Location")

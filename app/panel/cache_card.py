@@ -8,7 +8,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QWidget
 from app.formatting import fmt_bytes, fmt_count, fmt_percent
 from app.panel.metric_tips import METRIC_TIPS
 from app.widgets.metric_card import MetricCard
-from engine.requests import CacheStats
+from engine.engine_reports import CacheStats
 
 
 class CacheCard(MetricCard):

@@ -16,7 +16,7 @@ from app.panel.position_chart import PositionChart
 from app.panel.sparkline import Sparkline
 from app.widgets.metric_card import MetricCard
 from app.widgets.segmented_toggle import SegmentedToggle
-from engine.requests import EngineStats
+from engine.engine_reports import EngineStats
 from server.server_stats import ServerStats
 
 DEFAULT_ENGINE_HISTORY = 120  # samples of the engine's tokens/s (one per stats poll)

@@ -10,7 +10,7 @@ from app.chat.chat_controller import ChatController
 from app.panel.cache_card import CacheCard
 from app.panel.chat_card import ChatCard
 from app.panel.engine_card import EngineCard
-from engine.requests import EngineStats
+from engine.engine_reports import EngineStats
 
 PANEL_MIN_WIDTH = 200  # with the sidebar's and the chat's minimums, under 800 px
 

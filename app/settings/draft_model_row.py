@@ -12,7 +12,7 @@ from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QToolButton, QWidg
 from app.models.model_catalog import ModelEntry, check_draft, model_folder
 from app.widgets.folder_dialog import open_folder_dialog
 from app.widgets.form_fields import select_data
-from engine.requests import ModelInfo
+from engine.engine_reports import ModelInfo
 
 NO_DRAFT_TEXT = "None"
 OWN_HEAD_TEXT = "Own head"  # none chosen: the chat's model drafts with its trained head

@@ -11,7 +11,7 @@ from PySide6.QtWidgets import QComboBox
 
 from app.models.model_catalog import ModelEntry
 from app.settings.chat_settings import SPEC_METHOD_DESCRIPTIONS, spec_method_refusal
-from engine.requests import ModelInfo
+from engine.engine_reports import ModelInfo
 
 
 def method_refusal(

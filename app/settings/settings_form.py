@@ -30,7 +30,8 @@ from app.settings.draft_model_row import DraftModelRow, draft_refusal
 from app.settings.method_picker import grey_out, method_refusal
 from app.widgets.form_fields import FIELD_MIN_WIDTH, float_field, int_field, select_data
 from app.widgets.metric_card import MetricCard
-from engine.requests import MAX_DRAFT_TOKENS, ModelInfo, SpecMethod
+from engine.engine_reports import ModelInfo
+from engine.requests import MAX_DRAFT_TOKENS, SpecMethod
 
 DEFAULT_MODEL_TEXT = "Default model"
 SYSTEM_PROMPT_SAVE_MS = 400  # the default system prompt is stored once typing pauses

@@ -12,7 +12,7 @@ from PySide6.QtWidgets import QDialog, QDialogButtonBox, QFormLayout, QLabel, QV
 
 from app.theme import app_icon
 from app.version import app_version, package_version
-from engine.requests import EngineStats
+from engine.engine_reports import EngineStats
 
 
 @dataclass(frozen=True)

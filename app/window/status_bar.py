@@ -7,7 +7,7 @@ from PySide6.QtWidgets import QLabel, QProgressBar, QStatusBar
 
 from app.engine_bridge import EngineBridge
 from app.formatting import fmt_bytes, fmt_rate
-from engine.requests import EngineStats, ModelInfo
+from engine.engine_reports import EngineStats, ModelInfo
 
 MESSAGE_MS = 6000
 

@@ -13,7 +13,6 @@ import platform
 import statistics
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import mlx.core as mx
@@ -34,13 +33,20 @@ from engine.bench.baselines import (
 from engine.bench.charts import speedup_chart
 from engine.bench.process_exit import run_and_exit
 from engine.bench.result_rows import make_row, print_row
+from engine.bench.spec_configs import (
+    AHEAD_MODES,
+    ahead_choice,
+    arm,
+    set_mode,
+    spec_configs,
+    take_timing,
+)
 from engine.bench.synthetic import SyntheticDrafter
 from engine.bench.workloads import WORKLOADS, messages_for, prompt_ids
-from engine.core.step_timing import StepTiming
 from engine.default_model import default_cache_root
 from engine.kernels.as_shipped import mlx_as_shipped
 from engine.kernels.compiled_cache import keep_compiled_kernels
-from engine.requests import SpecMethod, SpeculativeParams
+from engine.requests import SpecMethod
 
 DEFAULT_CONCURRENCY = (1, 4, 8)
 DEFAULT_MAX_TOKENS = 64
@@ -132,77 +138,6 @@ def machine() -> dict:
         "device": str(mx.default_device()),
         "blas": blas.info().name,
     }
-
-
-# --ahead-modes: EngineConfig.verify_ahead's values (None: chosen as measured)
-AHEAD_MODES: dict[str, bool | None] = {"measured": None, "on": True, "off": False}
-
-
-@dataclass(frozen=True)
-class SpecConfig:
-    """One speculative variant of the sweep (acceptance: the synthetic drafter's rate)."""
-
-    params: SpeculativeParams
-    acceptance: float | None = None
-    replay: bool = False  # recurrent rows replay kept tokens instead of recomputing their state
-    # verify rounds: "default" (EngineConfig's), "measured" (engine/core/ahead_choice.py),
-    # "on" (always ahead) or "off" (in series)
-    ahead: str = "default"
-
-    @property
-    def method(self) -> SpecMethod:
-        return SpecMethod(self.params.method)
-
-    @property
-    def draft_tokens(self) -> int:
-        return self.params.draft_tokens
-
-
-def spec_configs(args: argparse.Namespace) -> list[SpecConfig]:
-    method = SpecMethod(args.speculative)
-    if method == SpecMethod.OFF:
-        return []
-    rates = args.acceptance if method == SpecMethod.SYNTHETIC else [None]
-    ngrams = {
-        name: value
-        for name, value in (("ngram_min", args.ngram_min), ("ngram_max", args.ngram_max))
-        if value is not None
-    }
-    return [
-        SpecConfig(SpeculativeParams(method=method, draft_tokens=k, **ngrams), a, replay, ahead)
-        for k in args.draft_tokens
-        for a in rates
-        for replay in ((False, True) if args.replay_too else (False,))
-        for ahead in ahead_modes(args)
-    ]
-
-
-def ahead_modes(args: argparse.Namespace) -> list[str]:
-    """The ways verify rounds run, each alternated in one process (--ahead-modes, --serial-too)."""
-    if args.ahead_modes:
-        return list(args.ahead_modes)
-    return ["on", "off"] if args.serial_too else ["default"]
-
-
-async def set_mode(eng: Engine, spec: SpecConfig | None) -> None:
-    """The running engine's recurrent rows replay kept tokens or recompute, and its verify
-    rounds run ahead or in series, as `spec` says (None: the defaults)."""
-
-    def apply() -> None:
-        executor = eng._worker.core_for().executor
-        executor.batch.recompute = not (spec and spec.replay)
-        mode = spec.ahead if spec is not None else "default"
-        executor.ahead.on = AHEAD_MODES[mode] if mode != "default" else executor.ahead.configured
-
-    await eng.run_on_engine_thread(apply)
-
-
-def arm(synth: SyntheticDrafter, config: SpecConfig, prompts, expected) -> SpeculativeParams:
-    """The request settings for `config`; the synthetic drafter learns the prompts' replies."""
-    if config.method == SpecMethod.SYNTHETIC:
-        for prompt, reference in zip(prompts, expected):
-            synth.expect(prompt, reference, config.acceptance)
-    return config.params
 
 
 async def bench(args: argparse.Namespace) -> dict:
@@ -345,24 +280,6 @@ async def bench(args: argparse.Namespace) -> dict:
         "baselines": "on Tandem's kernels" if args.baselines_on_our_kernels else "MLX as shipped",
         "results": results,
     }
-
-
-async def ahead_choice(eng: Engine) -> dict:
-    """The engine's choice between verify rounds ahead and in series, per batch size."""
-    return await eng.run_on_engine_thread(
-        lambda: eng._worker.core_for().executor.ahead.choice.summary()
-    )
-
-
-async def take_timing(eng: Engine) -> StepTiming:
-    """The engine's step timing since the last call (reset for the next run)."""
-
-    def swap() -> StepTiming:
-        scheduler = eng._worker.core_for().scheduler
-        timing, scheduler.timing = scheduler.timing, StepTiming()
-        return timing
-
-    return await eng.run_on_engine_thread(swap)
 
 
 def multiturn_report(args: argparse.Namespace) -> dict:

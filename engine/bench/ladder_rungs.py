@@ -16,6 +16,7 @@ from mlx_lm.models.cache import make_prompt_cache, trim_prompt_cache
 
 from engine.bench.baselines import run_ours
 from engine.bench.profile_round import prefilled_batch
+from engine.bench.spec_configs import take_timing
 from engine.core.step_timing import StepTiming
 from engine.requests import (
     ErrorEvent,
@@ -236,8 +237,6 @@ def engine_core(
 async def engine_api(eng: Any, prompts: list, tokens: int, *, verify: bool = False) -> dict:
     """The full Engine through engine.api (asyncio): the time from the first row's first token
     to the end, over the decode steps (plain steps and verify rounds) the engine counted."""
-    from engine.bench.__main__ import take_timing
-
     await take_timing(eng)
     spec = synthetic_params() if verify else None
     run = await run_ours(eng, prompts, reply_tokens(tokens, verify=verify), speculative=spec)

@@ -22,8 +22,8 @@ from typing import Any
 import mlx.core as mx
 import mlx.nn as nn
 
+from engine.engine_reports import ModelInfo
 from engine.models import RANDOM_SPEC_PREFIX as RANDOM_PREFIX
-from engine.requests import ModelInfo
 
 DEFAULT_DTYPE = "bfloat16"
 PRESETS: dict[str, dict[str, int]] = {

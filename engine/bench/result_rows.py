@@ -12,7 +12,7 @@ from engine.core.step_timing import StepTiming
 from engine.requests import SpecStats
 
 if TYPE_CHECKING:
-    from engine.bench.__main__ import SpecConfig
+    from engine.bench.spec_configs import SpecConfig
 
 
 def make_row(

@@ -50,7 +50,7 @@ from engine.cache.settings import (
     MIN_RAM_BYTES,
     PromptCacheSettings,
 )
-from engine.requests import CacheStats
+from engine.engine_reports import CacheStats
 
 log = logging.getLogger(__name__)
 

@@ -75,12 +75,6 @@ class ModelExecutor:
         # time to the next step's start, all of it (what auto weighs a round against a step)
         self._timed_step: tuple[int, int, float] | None = None
         self._step_shape: tuple[int, int] | None = None
-        # for the choice between verify rounds ahead and in series (engine/core/ahead_choice.py):
-        # whether this step's round, one that may run ahead, did; and the last such step that
-        # took no prompt work: (rows, ran ahead, tokens reported, when it began). Steps where
-        # rows left are timed too: draining the rounds ahead is part of their cost.
-        self._round_way: bool | None = None
-        self._timed_way: tuple[int, bool, int, float] | None = None
         self._sharing = False  # this step's forward took prompt chunks (a failure: theirs?)
         # hidden states for rows whose drafter reads them (engine/hidden.py), drafter caches
         self.inputs = DrafterInputs(self.drafters)
@@ -100,10 +94,8 @@ class ModelExecutor:
         if self._timed_step is not None and plan.decode:  # rows ran on: no idle time between
             rows, width, start = self._timed_step
             out.forward_costs.append((rows, width, began - start))
-        if self._timed_way is not None and plan.decode and self.ahead.on is None:
-            rows, ahead, tokens, start = self._timed_way
-            self.ahead.choice.record(rows, ahead=ahead, seconds=began - start, tokens=tokens)
-        self._timed_step = self._step_shape = self._round_way = self._timed_way = None
+        self.ahead.step_began(began, decoding=bool(plan.decode))
+        self._timed_step = self._step_shape = None
         if plan.leave or plan.join or not plan.decode:
             self.ahead.settle(out)  # before the batch's rows change
         if plan.leave:
@@ -125,9 +117,7 @@ class ModelExecutor:
         for state in plan.admit:
             self._admit(state, out)
         no_prompts = not (plan.join or plan.prefill or plan.admit)
-        if no_prompts and self._round_way is not None:
-            tokens = sum(len(run.tokens) for runs in out.runs.values() for run in runs)
-            self._timed_way = (len(self.batch), self._round_way, tokens, began)
+        self.ahead.step_ended(out, began, prompts=not no_prompts)
         only_decoded = no_prompts and not plan.leave
         if only_decoded and self._step_shape is not None:
             self._timed_step = (*self._step_shape, began)
@@ -138,8 +128,8 @@ class ModelExecutor:
 
     def reset(self) -> None:
         """Forget every row (after a failure the scheduler could not attribute)."""
-        self._timed_step = self._timed_way = None
-        self.ahead.in_flight = None
+        self._timed_step = None
+        self.ahead.forget()
         self.batch.keep([])
         self.prefilling.clear()
         self.inputs.hidden.clear()
@@ -243,11 +233,11 @@ class ModelExecutor:
                 drafts, width = self.ahead.round(plan, out, while_waiting)
                 self._last_drafts = {r.state.request_id: d for r, d in zip(plan, drafts) if d}
                 self._step_shape = (len(self.batch), width)
-                self._round_way = True
+                self.ahead.way = True
                 return False
             self.ahead.settle(out)
             if eligible:  # a round that could have run ahead, run in series
-                self._round_way = False
+                self.ahead.way = False
             if any(r.k for r in plan) or self.batch.replaying:
                 return self._verify_round(plan, out, while_waiting, riders)
             return self._plain_step(out, while_waiting, riders)

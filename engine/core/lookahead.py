@@ -253,12 +253,34 @@ class RoundsAhead:
         self.configured = self.on = on
         self.choice = AheadChoice()
         self.in_flight: AheadRound | None = None
+        # for `choice`: whether this step's round, one that may run ahead, did; and the last
+        # such step that took no prompt work: (rows, ran ahead, tokens reported, when it
+        # began). Steps where rows left are timed too: rounds ahead drain there.
+        self.way: bool | None = None
+        self._timed: tuple[int, bool, int, float] | None = None
 
     def eligible(self, plan: list[DecodeRow], riders: list) -> bool:
         """Whether this round may run ahead (prompt chunks riding on it: in series)."""
         return (
             self.on is not False and not riders and can_run_ahead(self.batch, plan, self.drafters)
         )
+
+    def forget(self) -> None:
+        """Drop the round in flight and the step being timed (the batch was reset)."""
+        self.in_flight = self._timed = None
+
+    def step_began(self, began: float, *, decoding: bool) -> None:
+        """A step begins: the last timed step cost the time since it began, if rows ran on."""
+        if self._timed is not None and decoding and self.on is None:
+            rows, ahead, tokens, start = self._timed
+            self.choice.record(rows, ahead=ahead, seconds=began - start, tokens=tokens)
+        self._timed = self.way = None
+
+    def step_ended(self, out: StepOutput, began: float, *, prompts: bool) -> None:
+        """The step that began at `began` ended; timed for `choice` unless it had prompt work."""
+        if not prompts and self.way is not None:
+            tokens = sum(len(run.tokens) for runs in out.runs.values() for run in runs)
+            self._timed = (len(self.batch), self.way, tokens, began)
 
     def wants(self) -> bool:
         """Whether an eligible round runs ahead: always, or as the choice measured."""

@@ -17,6 +17,7 @@ from typing import Any
 
 import mlx.core as mx
 
+from engine.engine_reports import LoadProgressEvent, ModelInfo, ModelLoadedEvent, ModelUnloadedEvent
 from engine.hosting.hosted_model import HostedModel, RetiredTotals
 from engine.hosting.memory_budget import fmt_bytes
 from engine.hosting.model_loader import LoadJob
@@ -28,7 +29,6 @@ from engine.models import (
     is_default_spec,
     resolve_model,
 )
-from engine.requests import LoadProgressEvent, ModelInfo, ModelLoadedEvent, ModelUnloadedEvent
 from engine.speculative.policy import draft_drafter_name
 
 log = logging.getLogger(__name__)

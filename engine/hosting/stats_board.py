@@ -9,8 +9,9 @@ from typing import Any
 import mlx.core as mx
 
 from engine import blas
+from engine.engine_reports import EngineStats, ModelStats
 from engine.models import ModelLoadError
-from engine.requests import EngineStats, ModelStats, SpecStats
+from engine.requests import SpecStats
 from engine.speculative.metrics import RecentTotals
 from engine.speculative.policy import draft_drafter_name
 

@@ -9,21 +9,23 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 
 from engine.api import EngineConfig
-from engine.requests import (
+from engine.engine_reports import (
     CacheStats,
     EngineErrorEvent,
     EngineStats,
+    LoadProgressEvent,
+    ModelInfo,
+    ModelLoadedEvent,
+    ModelStats,
+    ModelUnloadedEvent,
+)
+from engine.requests import (
     ErrorEvent,
     Event,
     FinishedEvent,
     FinishReason,
     GenerationRequest,
-    LoadProgressEvent,
-    ModelInfo,
-    ModelLoadedEvent,
     ModelLoadingEvent,
-    ModelStats,
-    ModelUnloadedEvent,
     PrefillProgressEvent,
     RequestStats,
     SpecStats,

@@ -143,7 +143,7 @@ def test_a_loaded_models_tip_says_what_the_model_cannot_do():
     from fake_engine import FAKE_INFO
 
     from app.models.loaded_models_model import LoadedModelsModel
-    from engine.requests import ModelStats
+    from engine.engine_reports import ModelStats
 
     info = dataclasses.replace(
         FAKE_INFO,

@@ -11,7 +11,7 @@ from PySide6.QtCore import Qt
 
 from app.settings.chat_settings import SPEC_METHOD_DESCRIPTIONS, describe_drafters
 from app.theme import theme_manager
-from engine.requests import ModelInfo
+from engine.engine_reports import ModelInfo
 
 SHOTS = ARTIFACTS / "screenshots"
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import json
 
-from engine.bench.__main__ import main, parse_args, spec_configs
+from engine.bench.__main__ import main, parse_args
 from engine.bench.result_rows import print_row
+from engine.bench.spec_configs import spec_configs
 
 
 def test_each_setting_runs_every_mode_asked():

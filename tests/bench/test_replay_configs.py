@@ -3,8 +3,9 @@ replaying kept tokens, in the same process, and the rows say which is which."""
 
 from __future__ import annotations
 
-from engine.bench.__main__ import parse_args, spec_configs
+from engine.bench.__main__ import parse_args
 from engine.bench.result_rows import print_row
+from engine.bench.spec_configs import spec_configs
 
 
 def test_replay_too_doubles_each_setting():

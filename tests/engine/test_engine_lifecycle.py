@@ -8,7 +8,8 @@ import asyncio
 import pytest
 
 from engine.api import Engine, EngineConfig, EngineNotStarted
-from engine.requests import EngineErrorEvent, FinishReason, GenerationRequest
+from engine.engine_reports import EngineErrorEvent
+from engine.requests import FinishReason, GenerationRequest
 from tests.engine.engine_harness import P_A, P_B, TIMEOUT_S, collect, wait_until
 
 

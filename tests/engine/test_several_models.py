@@ -13,13 +13,13 @@ import mlx.core as mx
 import pytest
 
 from engine.api import ModelBusy, ModelTooLarge
+from engine.engine_reports import ModelUnloadedEvent
 from engine.hosting.fair_share import FairShare
 from engine.hosting.model_loader import LoadJob
 from engine.requests import (
     FinishedEvent,
     GenerationRequest,
     ModelLoadingEvent,
-    ModelUnloadedEvent,
     SpeculativeParams,
     TokenEvent,
 )

@@ -14,7 +14,7 @@ from packaging_support import ROOT, pyproject_version
 
 from app.version import app_version, version_report
 from app.window.about_dialog import about_info
-from engine.requests import EngineStats
+from engine.engine_reports import EngineStats
 
 
 def test_the_installed_version_is_pyprojects():
