@@ -52,3 +52,31 @@ def test_a_measured_run_reports_its_choice(tmp_path):
     choice = rows["measured"]["ahead_choice"]
     assert choice and all(set(c) >= {"ahead", "serial_ms_per_token"} for c in choice.values())
     assert "ahead_choice" not in rows["off"]
+
+
+def test_the_speedup_chart_draws_the_sweeps_first_mode(tmp_path, monkeypatch):
+    """One line per k: rows of the other modes at the same points would zigzag it."""
+    import matplotlib.axes
+
+    from engine.bench.charts import speedup_chart
+
+    drawn = []
+    plot = matplotlib.axes.Axes.plot
+    monkeypatch.setattr(
+        matplotlib.axes.Axes,
+        "plot",
+        lambda ax, xs, ys, **kw: drawn.append(list(ys)) or plot(ax, xs, ys, **kw),
+    )
+    rows = [
+        {
+            "concurrency": 4,
+            "draft_tokens": 4,
+            "acceptance": a,
+            "verify_ahead": mode,
+            "speedup_vs_plain": s,
+        }
+        for a in (0.7, 0.9)
+        for mode, s in (("measured", 2.0 + a), ("on", 1.0), ("off", 1.5))
+    ]
+    assert speedup_chart(rows, tmp_path / "chart.png", title="t").exists()
+    assert drawn == [[2.7, 2.9]]
