@@ -7,7 +7,8 @@ gave 2.4-2.6x plain ahead against 1.7-1.9x in series; on the next, the same run 
 against 2.53x (docs/benchmarks.md, eleventh pass). So nothing is assumed: for each batch size
 the choice times both ways in alternating legs of a few rounds, takes the way that gave more
 tokens per second (the median leg), and every so often times both again (the rows' acceptance
-and lengths change as a chat goes on).
+and lengths change as a chat goes on). A trial whose first four legs show a clear winner stops
+there: its rounds are spent on the slower way half of the time.
 
 A round's cost is all the wall time from its step's start to the next step's (as auto's prices:
 the host's work between steps included), and its tokens are those the step reported. Steps where
@@ -32,6 +33,10 @@ DEFAULT_RETRY_EVERY = 512  # rounds the chosen way runs before the other is time
 # median, so a leg with a slow outlier (on CUDA a forward of a new shape builds its graph, up to
 # a second) does not decide, and the newest legs outnumber the older
 DEFAULT_LEGS_KEPT = 6
+# after two legs each way, a trial ends early where every leg of one way beat every leg of the
+# other by this factor: a clear winner need not pay the other way's four more legs
+DEFAULT_CLEAR_MARGIN = 1.2
+DEFAULT_EARLY_LEGS = 4
 
 
 def batch_bucket(rows: int) -> int:
@@ -112,15 +117,27 @@ class AheadChoice:
                 way.end_leg()
                 bucket.pending.pop(0)
                 bucket.counted = 0
-                if bucket.pending:
+                if bucket.pending and not self._clear_early(bucket):
                     bucket.ahead = bucket.pending[0]
                 else:
+                    bucket.pending = []
                     self._choose(bucket)
             return
         bucket.since_choice += 1
         if bucket.since_choice >= self.retry_every:  # both ways again, the other one first
             bucket.pending = trial_legs(first=not bucket.ahead)
             bucket.ahead = bucket.pending[0]
+
+    @staticmethod
+    def _clear_early(bucket: BucketChoice) -> bool:
+        """Whether the trial's first legs already show a clear winner (DEFAULT_CLEAR_MARGIN)."""
+        if DEFAULT_TRIAL_LEGS - len(bucket.pending) != DEFAULT_EARLY_LEGS:
+            return False
+        half = DEFAULT_EARLY_LEGS // 2
+        serial, ahead = (list(bucket.ways[w].legs)[-half:] for w in (False, True))
+        return max(ahead) * DEFAULT_CLEAR_MARGIN <= min(serial) or (
+            max(serial) * DEFAULT_CLEAR_MARGIN <= min(ahead)
+        )
 
     @staticmethod
     def _choose(bucket: BucketChoice) -> None:

@@ -26,7 +26,7 @@ def run(choice: AheadChoice, rows: int, rounds: int, *, serial_s: float, ahead_s
 
 def test_times_both_ways_in_turn_and_keeps_the_faster():
     choice = AheadChoice(leg_rounds=3, retry_every=100)
-    ways = run(choice, 4, 50, serial_s=0.02, ahead_s=0.01)
+    ways = run(choice, 4, 50, serial_s=0.0105, ahead_s=0.01)
     # eight legs, serial first, each of a switch's own round (not counted) and three counted
     assert ways[:32] == ([False] * 4 + [True] * 4) * 4
     assert all(ways[32:])
@@ -34,12 +34,22 @@ def test_times_both_ways_in_turn_and_keeps_the_faster():
     assert summary == {
         "ahead": True,
         "timing_both": False,
-        "serial_ms_per_token": 5.0,
+        "serial_ms_per_token": 2.625,
         "ahead_ms_per_token": 2.5,
     }
 
     slower = AheadChoice(leg_rounds=3, retry_every=100)
-    assert not any(run(slower, 4, 50, serial_s=0.01, ahead_s=0.02)[32:])
+    assert not any(run(slower, 4, 50, serial_s=0.01, ahead_s=0.0105)[32:])
+
+
+def test_a_clear_winner_ends_the_trial_after_four_legs():
+    """Every leg of one way 20% faster than every leg of the other: the trial stops there."""
+    choice = AheadChoice(leg_rounds=3, retry_every=100)
+    ways = run(choice, 4, 50, serial_s=0.02, ahead_s=0.01)
+    assert ways[:16] == ([False] * 4 + [True] * 4) * 2
+    assert all(ways[16:]) and not choice.summary()["4"]["timing_both"]
+    slower = AheadChoice(leg_rounds=3, retry_every=100)
+    assert not any(run(slower, 4, 50, serial_s=0.01, ahead_s=0.0125)[16:])
 
 
 def test_a_switch_of_way_is_not_counted():
@@ -60,8 +70,8 @@ def test_both_ways_are_timed_again_and_a_change_is_followed():
     choice = AheadChoice(leg_rounds=2, retry_every=40)
     assert all(run(choice, 8, 30, serial_s=0.03, ahead_s=0.01)[24:])
     # the machine changes: ahead becomes the slower way; the next trial finds it out
-    ways = run(choice, 8, 80, serial_s=0.01, ahead_s=0.05)
-    assert all(ways[:34]) and False in ways[34:58]
+    ways = run(choice, 8, 70, serial_s=0.01, ahead_s=0.05)
+    assert all(ways[:22]) and False in ways[22:34]
     assert not any(ways[-20:]) and choice.wants_ahead(8) is False
 
 
