@@ -49,9 +49,6 @@ class EngineConfig:
     # caches allow it (engine/core/lookahead.py): True, False, or None: on a GPU where measured
     # faster for the batch's size, never on the CPU (DEFAULT_VERIFY_AHEAD, `rounds_ahead`)
     verify_ahead: bool | None = DEFAULT_VERIFY_AHEAD
-    # a verify forward of fewer tokens (rows x width) is widened to this many, where its
-    # matmuls cost less so (engine/core/verify_width.py); None: the device's default
-    verify_min_tokens: int | None = None
     max_batch: int = DEFAULT_MAX_BATCH
     max_context: int | None = None  # cap below the model's own context length
     stats_interval_s: float = DEFAULT_STATS_INTERVAL_S
@@ -86,15 +83,6 @@ class EngineConfig:
         import mlx.core as mx
 
         return None if mx.default_device().type == mx.DeviceType.gpu else False
-
-    def verify_tokens_floor(self) -> int:
-        """verify_min_tokens on this device (1: never widened)."""
-        if self.verify_min_tokens is not None:
-            return max(self.verify_min_tokens, 1)
-        from engine.core.verify_width import DEFAULT_CUDA_MIN_TOKENS
-        from engine.device import on_cuda
-
-        return DEFAULT_CUDA_MIN_TOKENS if on_cuda() else 1
 
     def step_prefill_chunk(self) -> int:
         """The most prompt tokens one step processes (prefill_chunk, or the device's default)."""

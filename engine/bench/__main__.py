@@ -119,14 +119,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "(always ahead), off (in series), default (EngineConfig's)",
     )
     p.add_argument(
-        "--verify-min-tokens",
-        nargs="+",
-        type=int,
-        default=None,
-        help="run each speculative setting with verify forwards widened to at least this many "
-        "tokens (engine/core/verify_width.py; 1: never), each alternated in one process",
-    )
-    p.add_argument(
         "--baselines-on-our-kernels",
         action="store_true",
         help="run mlx-lm's baselines and reference on Tandem's CUDA kernels too (default: MLX's"

@@ -22,15 +22,9 @@ def _save(fig, path: Path, title: str) -> Path:
 
 def speedup_chart(results: list[dict], path: Path, *, title: str) -> Path | None:
     synthetic = [r for r in results if r.get("acceptance") is not None]
-    # one way of running verify rounds: the sweep's first (--ahead-modes, --serial-too,
-    # --verify-min-tokens)
-    keys = ("verify_ahead", "verify_min_tokens")
-    first = [synthetic[0].get(key) for key in keys] if synthetic else None
-    rows = [
-        r
-        for r in synthetic
-        if not r.get("recurrent_replay") and [r.get(key) for key in keys] == first
-    ]
+    # one way of running verify rounds: the sweep's first (--ahead-modes, --serial-too)
+    mode = synthetic[0].get("verify_ahead") if synthetic else None
+    rows = [r for r in synthetic if not r.get("recurrent_replay") and r.get("verify_ahead") == mode]
     if not rows:
         return None
     import matplotlib

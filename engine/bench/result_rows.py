@@ -45,8 +45,6 @@ def make_row(
         "recurrent_replay": bool(spec and spec.replay),
         # verify rounds: "default" (EngineConfig.verify_ahead's), "measured", "on" or "off"
         "verify_ahead": spec.ahead if spec else "default",
-        # verify forwards widened to this many tokens; None: the device's default
-        "verify_min_tokens": spec.min_tokens if spec else None,
         "workload": args.workload,
         "max_tokens": args.max_tokens,
         "ours_tokens_per_s": round(ours, 2),
@@ -100,8 +98,6 @@ def print_row(row: dict) -> None:
     accept += {"off": " serial", False: " serial", "on": " ahead", "measured": " measured"}.get(
         mode, ""
     )
-    if row.get("verify_min_tokens"):
-        accept += f" floor={row['verify_min_tokens']}"
     paired = f" (paired {row['speedup_paired']})" if row.get("speedup_paired") else ""
     print(
         f"c={row['concurrency']:>3} {row['workload']:<8} spec={row['speculative']}"

@@ -25,9 +25,6 @@ class SpecConfig:
     # verify rounds: "default" (EngineConfig's), "measured" (engine/core/ahead_choice.py),
     # "on" (always ahead) or "off" (in series)
     ahead: str = "default"
-    # verify forwards widened to this many tokens (engine/core/verify_width.py); None: as
-    # EngineConfig sets it on this device
-    min_tokens: int | None = None
 
     @property
     def method(self) -> SpecMethod:
@@ -49,14 +46,11 @@ def spec_configs(args: argparse.Namespace) -> list[SpecConfig]:
         if value is not None
     }
     return [
-        SpecConfig(
-            SpeculativeParams(method=method, draft_tokens=k, **ngrams), a, replay, ahead, floor
-        )
+        SpecConfig(SpeculativeParams(method=method, draft_tokens=k, **ngrams), a, replay, ahead)
         for k in args.draft_tokens
         for a in rates
         for replay in ((False, True) if args.replay_too else (False,))
         for ahead in ahead_modes(args)
-        for floor in (args.verify_min_tokens or [None])
     ]
 
 
@@ -68,17 +62,14 @@ def ahead_modes(args: argparse.Namespace) -> list[str]:
 
 
 async def set_mode(eng: Engine, spec: SpecConfig | None) -> None:
-    """The running engine's recurrent rows replay kept tokens or recompute, its verify rounds
-    run ahead or in series, and its verify forwards are widened, as `spec` says (None: the
-    defaults)."""
+    """The running engine's recurrent rows replay kept tokens or recompute, and its verify
+    rounds run ahead or in series, as `spec` says (None: the defaults)."""
 
     def apply() -> None:
         executor = eng._worker.core_for().executor
         executor.batch.recompute = not (spec and spec.replay)
         mode = spec.ahead if spec is not None else "default"
         executor.ahead.on = AHEAD_MODES[mode] if mode != "default" else executor.ahead.configured
-        floor = spec.min_tokens if spec is not None else None
-        executor.batch.min_tokens = floor or executor.verify_floor
 
     await eng.run_on_engine_thread(apply)
 

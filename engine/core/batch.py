@@ -33,7 +33,6 @@ from engine.cache.ragged import RaggedBatchKVCache
 from engine.cache.recurrent import RecurrentSnapshot, has_recurrent, is_recurrent, set_lengths
 from engine.core.packed_forward import Part, packed_forward
 from engine.core.request_state import RequestState
-from engine.core.verify_width import forward_width
 from engine.hidden import split_forward
 from engine.requests import SpecMethod
 from engine.sampling import sample_positions, sample_rows
@@ -49,7 +48,6 @@ class Verify:
     logits: mx.array
     snapshot: RecurrentSnapshot | None  # recurrent state from before the forward
     starts: list[int]  # each row's position of x[i][0]
-    width: int  # tokens per row in the forward (engine/core/verify_width.py)
     hidden: mx.array | None = None  # [B, width, d] when hidden states were wanted
     capture: recurrent_capture.ForwardCapture | None = None  # what the recurrent layers were fed
 
@@ -76,7 +74,6 @@ class DecodeBatch:
         # (engine/core/batch_check.py, `recompute_undoes_padding`)
         self.padding_enters_state = False
         self.replay: list[list[int]] = []
-        self.min_tokens = 1  # a verify forward's tokens are widened to this (verify_width.py)
         self._verify: Verify | None = None
         # the last verify round, until the next forward or a change of rows: a row leaving
         # right after it can be stored at an earlier position of that round (`extract_at`)
@@ -312,7 +309,7 @@ class DecodeBatch:
         if self.solo:
             self._leave_solo()
         x = [r + [t] + d for r, t, d in zip(self.replay, pending, drafts)]
-        width = self.forward_width(max(len(row) for row in x))
+        width = max(len(row) for row in x)
         snapshot = None
         if self.recurrent:
             snapshot = RecurrentSnapshot.take(self.cache)
@@ -328,15 +325,8 @@ class DecodeBatch:
         mx.async_eval(logits, *([hidden] if hidden is not None else []))
         starts = list(self.lengths)
         self.lengths = [n + width for n in self.lengths]
-        self._verify = Verify(x, drafts, logits, snapshot, starts, width, hidden, capture)
+        self._verify = Verify(x, drafts, logits, snapshot, starts, hidden, capture)
         return self._verify
-
-    def forward_width(self, width: int) -> int:
-        """Tokens per row for a verify forward whose longest row has `width` (widened where
-        cheaper, engine/core/verify_width.py; never beside recurrent layers)."""
-        if self.recurrent:
-            return width
-        return forward_width(len(self.rows), width, min_tokens=self.min_tokens)
 
     def _forward(
         self, tokens: mx.array, riders: list[Part] | None = None, rider_hidden: bool = False
@@ -376,7 +366,7 @@ class DecodeBatch:
         from what the forward fed it, or (layers that do not allow it) goes back to its state
         from before the round and replays what it kept with the next forward."""
         verify = self._verify
-        width = verify.width
+        width = max(len(row) for row in verify.x)
         fed = [len(r) + k for r, k in zip(self.replay, kept)]
         ends = [width if self.padding_enters_state else len(row) for row in verify.x]
         short = [n < end for n, end in zip(fed, ends)]

@@ -64,8 +64,6 @@ class ModelExecutor:
         self.reuse = reuse  # engine.cache.reuse.PromptReuse, or None
         self.drafters: dict[str, Drafter] = dict(drafters or {})
         self.batch = DecodeBatch(self.model, kv=self.kv)
-        self.verify_floor = config.verify_tokens_floor()  # engine/core/verify_width.py
-        self.batch.min_tokens = self.verify_floor
         self.prefilling: dict[str, list[Any]] = {}  # request id -> its single-row cache
         self._last_drafts: dict[str, list[int]] = {}  # this round's drafts, to find a bad row
         self.steps = 0

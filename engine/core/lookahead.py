@@ -52,7 +52,7 @@ class AheadRound:
 
     drafts: list[list[int]]
     used: list[str | None]  # the drafter of each row's draft
-    width: int  # tokens per row in the forward (1 + the longest draft, or widened)
+    width: int  # tokens per row in the forward (1 + the longest draft)
     targets: mx.array  # [B, width] the target's greedy tokens (raw argmax where `near` is kept)
     accepted: mx.array  # [B] draft tokens kept
     # per row, the accepted count of the round before that its draft assumed (None: it was
@@ -128,7 +128,7 @@ def launch(
         batch._leave_solo()
     batch._last_round = None  # no serial round to store a leaving row from
     assert batch.inputs is not None
-    width = batch.forward_width(1 + max(len(d) for d in drafts))
+    width = 1 + max(len(d) for d in drafts)
     padded = [d + [NO_DRAFT] * (width - 1 - len(d)) for d in drafts]
     proposed = mx.array(padded, dtype=mx.int32).reshape(len(drafts), width - 1)
     tokens = mx.concatenate([batch.inputs[:, None], mx.maximum(proposed, 0).astype(mx.uint32)], 1)
@@ -319,7 +319,7 @@ class RoundsAhead:
         timing.forward_s += (t_launched - t1) + (t2 - t_waited)
         timing.output_s += t_waited - t_launched
         out.draft_s, out.verify_s, out.sample_s = t1 - t0, t2 - t1, 0.0
-        return drafts, 1 + max(len(d) for d in drafts)
+        return drafts, self.in_flight.width
 
     def settle(self, out: StepOutput) -> None:
         """Read back the round in flight, if any, and report its tokens in `out`."""

@@ -80,17 +80,3 @@ def test_the_speedup_chart_draws_the_sweeps_first_mode(tmp_path, monkeypatch):
     ]
     assert speedup_chart(rows, tmp_path / "chart.png", title="t").exists()
     assert drawn == [[2.7, 2.9]]
-
-
-def test_verify_floors_alternate_and_are_labelled(tmp_path):
-    """--verify-min-tokens 1 8: each setting runs unwidened and widened (engine/core/
-    verify_width.py) in one process, both lossless, and the rows say which is which."""
-    args = parse_args(["--speculative", "synthetic", "--verify-min-tokens", "1", "8"])
-    assert [c.min_tokens for c in spec_configs(args)] == [1, 8]
-    out = tmp_path / "floors.json"
-    argv = ["--model", "random:tiny", "--speculative", "synthetic", "--acceptance", "0.9"]
-    argv += ["--concurrency", "1", "--max-tokens", "32", "--repeats", "1", "--no-baseline"]
-    assert main([*argv, "--verify-min-tokens", "1", "8", "--json", str(out)]) == 0
-    rows = {r["verify_min_tokens"]: r for r in json.loads(out.read_text())["results"]}
-    assert set(rows) == {1, 8}
-    assert all(r["lossless"] for r in rows.values())
