@@ -138,23 +138,27 @@ async def measure(
     await gaps_with(True)  # warm-up: the shapes a paced prompt goes through
     pacer = await engine.run_on_engine_thread(lambda: engine._worker.core_for().scheduler.pacer)
     turns: list[dict[str, Any]] = []
-    trace: list[PacedStep] = []
-    for turn in range(max(repeats, 1)):
+    for _ in range(max(repeats, 1)):
         _, _, alone = await _first_token(engine, long_prompt)
         quiet, _ = await gaps_with(False)
-        last = turn == max(repeats, 1) - 1
-        if last:  # the last turn's steps are traced
-            await engine.run_on_engine_thread(lambda: setattr(pacer, "trace", trace))
+        trace: list[PacedStep] = []  # each turn's steps beside the chats
+        await engine.run_on_engine_thread(lambda traced=trace: setattr(pacer, "trace", traced))
         busy, ttft = await gaps_with(True)
-        if last:
-            await engine.run_on_engine_thread(lambda: setattr(pacer, "trace", None))
+        await engine.run_on_engine_thread(lambda: setattr(pacer, "trace", None))
         ttft = ttft or 0.0
         turns.append(
-            dict(quiet=quiet, busy=busy, alone=alone, ttft=ttft, gap=p99(busy) / p99(quiet))
+            dict(
+                quiet=quiet,
+                busy=busy,
+                alone=alone,
+                ttft=ttft,
+                gap=p99(busy) / p99(quiet),
+                steps=[s for s in trace if s.prefill_tokens > 0 and s.decoding],
+                decode=[s.seconds for s in trace if s.decoding and not s.prefill_tokens],
+            )
         )
     timing = await engine.run_on_engine_thread(lambda: engine._worker.core_for().scheduler.timing)
-    prompt_steps = [s for s in trace if s.prefill_tokens > 0 and s.decoding]
-    decode_steps = [s.seconds for s in trace if s.decoding and not s.prefill_tokens]
+    prompt_steps, decode_steps = turns[-1]["steps"], turns[-1]["decode"]
     await engine.stop()
     return {
         "workload": "long-prompt",
@@ -181,6 +185,10 @@ async def measure(
         "pow2_chunks": pacer.pow2,
         # the last turn's steps with prompt tokens beside the chats: (tokens, ms) each
         "prompt_steps": [[s.prefill_tokens, round(1e3 * s.seconds, 2)] for s in prompt_steps],
+        # every turn's, in order (how the pacer's chunks moved from one prompt to the next)
+        "prompt_steps_runs": [
+            [[s.prefill_tokens, round(1e3 * s.seconds, 2)] for s in t["steps"]] for t in turns
+        ],
         # that turn's steps that only decoded (the engine's own time, not the gap between tokens)
         "decode_step_median_ms": round(1e3 * statistics.median(decode_steps), 2)
         if decode_steps

@@ -24,3 +24,7 @@ def test_each_turn_gives_its_own_ratios_and_the_medians_are_reported():
     assert row["gap_ratio"] == sorted(row["gap_ratio_runs"])[1]
     assert row["long_prompt_ttft_alone_s"] > 0 and row["long_prompt_ttft_beside_chats_s"] > 0
     assert row["prompt_steps"], "the last turn's steps with prompt tokens are traced"
+    assert (
+        len(row["prompt_steps_runs"]) == 3 and row["prompt_steps_runs"][-1] == row["prompt_steps"]
+    )
+    assert all(sum(n for n, _ in steps) > 0 for steps in row["prompt_steps_runs"])
