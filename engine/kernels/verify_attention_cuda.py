@@ -10,9 +10,8 @@ host and the GPU: measured on the H200, attention cost 0.14-0.22 ms per layer ag
 ms for the same queries without a mask (docs/benchmarks.md, fourth pass). Here one block
 computes one query of one head: its warps take 32 keys at a time (a lane per key), skip masked
 keys, and keep an online softmax in float32, as MLX's vector kernel does. `install()` routes
-eligible `mx.fast.scaled_dot_product_attention` calls to it on CUDA, prompt chunks at an offset to
-MLX's unfused path (engine/kernels/chunk_attention.py: cuDNN built a graph for each), and leaves
-every other call to MLX.
+eligible `mx.fast.scaled_dot_product_attention` calls to it on CUDA and leaves every other call
+to MLX.
 """
 
 from __future__ import annotations
@@ -23,8 +22,7 @@ from typing import Any
 import mlx.core as mx
 
 from engine.device import on_cuda
-from engine.kernels import chunk_attention
-from engine.kernels.switch import is_set, may_install
+from engine.kernels.switch import may_install
 
 DISABLE_ENV = "TANDEM_NO_VERIFY_ATTENTION"
 MAX_QUERIES = 32  # the widest verify forward auto asks for is 17
@@ -223,19 +221,14 @@ def takes(q: mx.array, k: mx.array, v: mx.array, mask: Any, sinks: Any = None) -
     return q.dtype in FLOATS and k.dtype == q.dtype and v.dtype == q.dtype
 
 
-def make_sdpa(original: SdpaFn, *, chunks: bool = True) -> SdpaFn:
+def make_sdpa(original: SdpaFn) -> SdpaFn:
     """A drop-in `mx.fast.scaled_dot_product_attention` that runs the kernel for calls it
-    `takes` on a CUDA GPU, prompt chunks at an offset unfused where `chunks`
-    (engine/kernels/chunk_attention.py), else `original`."""
+    `takes` on a CUDA GPU, else `original`."""
 
     def scaled_dot_product_attention(q, k, v, *args, scale, mask=None, sinks=None, **kwargs):
-        if args or kwargs or not on_cuda():
+        if args or kwargs or not on_cuda() or not takes(q, k, v, mask, sinks):
             return original(q, k, v, *args, scale=scale, mask=mask, sinks=sinks, **kwargs)
-        if takes(q, k, v, mask, sinks):
-            return verify_attention(q, k, v, scale=scale, mask=mask)
-        if chunks and chunk_attention.takes(q, k, v, mask, sinks):
-            return chunk_attention.unfused_attention(q, k, v, scale=scale, mask=mask)
-        return original(q, k, v, *args, scale=scale, mask=mask, sinks=sinks, **kwargs)
+        return verify_attention(q, k, v, scale=scale, mask=mask)
 
     scaled_dot_product_attention.tandem_verify_attention = True  # type: ignore[attr-defined]
     scaled_dot_product_attention.__wrapped__ = original  # type: ignore[attr-defined]
@@ -251,9 +244,7 @@ def install(*, force: bool = False) -> bool:
     if not may_install(DISABLE_ENV, force=force):
         return False
     if not is_installed():
-        chunks = not is_set(chunk_attention.DISABLE_ENV)
-        original = mx.fast.scaled_dot_product_attention
-        mx.fast.scaled_dot_product_attention = make_sdpa(original, chunks=chunks)
+        mx.fast.scaled_dot_product_attention = make_sdpa(mx.fast.scaled_dot_product_attention)
     return True
 
 
