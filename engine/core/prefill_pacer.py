@@ -48,7 +48,9 @@ log = logging.getLogger(__name__)
 
 DEFAULT_MIN_CHUNK = 16  # below this a prompt would barely move
 DEFAULT_FIRST_CHUNK = 64  # beside decoding rows, before a step with prefill was measured
-DEFAULT_SMOOTHING = 0.3  # weight of the newest measurement in a running mean
+# the latest steps of each chunk size whose median is its cost: a running mean let one step with a
+# one-off cost (a graph built on CUDA, another process) price that size for many steps after
+DEFAULT_COST_SAMPLES = 5
 DEFAULT_DECODE_WINDOW = 15  # decode steps whose median is the decode step
 MAX_RESIZE = 2.0  # the chunk changes at most this factor per step (one noisy step moves it little)
 
@@ -88,8 +90,8 @@ class PrefillPacer:
     # slow step: on the H200 it read 16 ms where the chats' median gap was 8)
     decode_times: deque[float] = field(default_factory=lambda: deque(maxlen=DEFAULT_DECODE_WINDOW))
     chunk: int | None = None  # the budget while rows decode (None: not measured yet)
-    # prompt tokens and the seconds they added to a step, running means by power of two of size
-    costs: dict[int, tuple[float, float]] = field(default_factory=dict)
+    # prompt tokens and the seconds they added to a step, the latest few by power of two of size
+    costs: dict[int, deque[tuple[int, float]]] = field(default_factory=dict)
     trace: list[PacedStep] | None = None  # a list: every observed step is appended (benchmarks)
 
     def budget(self, *, decoding: bool) -> int:
@@ -143,7 +145,12 @@ class PrefillPacer:
         elif line is None and prefill_tokens <= self.min_chunk and spent > wanted:
             target, grow = MAX_RESIZE * prefill_tokens, MAX_RESIZE  # a second size to fit a line
         else:
-            target, grow = prefill_tokens * wanted / spent, MAX_RESIZE
+            base = prefill_tokens
+            if self.pow2 and self.chunk is not None and prefill_tokens < self.chunk:
+                # the step took the power of two below the budget: move the budget itself, or a
+                # budget whose growth per step stays below 2x never reaches the next power
+                base = self.chunk
+            target, grow = base * wanted / spent, MAX_RESIZE
         current = self.chunk if self.chunk is not None else prefill_tokens
         target = min(max(target, current / MAX_RESIZE), current * grow)
         self.chunk = max(self.min_chunk, min(self.max_chunk, round(target)))
@@ -179,7 +186,10 @@ class PrefillPacer:
     def cost_line(self) -> CostLine | None:
         """The prompt's share of a step as a line fitted to the chunk sizes seen; None until
         two sizes at least twice apart were measured, and while they fit no rising line."""
-        points = list(self.costs.values())
+        points = [
+            (statistics.median(n for n, _ in seen), statistics.median(s for _, s in seen))
+            for seen in self.costs.values()
+        ]
         sizes = [n for n, _ in points]
         if len(points) < 2 or max(sizes) < 2 * min(sizes):
             return None
@@ -192,13 +202,5 @@ class PrefillPacer:
         return CostLine(max(mean_s - slope * mean_n, 0.0), slope)
 
     def _remember(self, tokens: int, spent: float) -> None:
-        key = tokens.bit_length()
-        old = self.costs.get(key)
-        if old is None:
-            self.costs[key] = (float(tokens), spent)
-        else:
-            self.costs[key] = (_mean(old[0], tokens), _mean(old[1], spent))
-
-
-def _mean(old: float | None, new: float) -> float:
-    return new if old is None else old + DEFAULT_SMOOTHING * (new - old)
+        seen = self.costs.setdefault(tokens.bit_length(), deque(maxlen=DEFAULT_COST_SAMPLES))
+        seen.append((tokens, spent))

@@ -98,6 +98,33 @@ def test_on_cuda_chunks_beside_decoding_rows_are_powers_of_two():
     assert off.fit(300, decoding=True, ends_prompt=True) == (300, 0)
 
 
+def test_on_cuda_a_fixed_cost_within_the_gap_does_not_trap_the_chunk_at_a_small_power():
+    """As on an H100 (random 8B): a decode step of 15 ms, and any step with prompt tokens 20 ms
+    more, whatever their number up to a few hundred. The steps take the power of two below the
+    budget; resized from that, a budget that grows less than 2x per step fell back to the same
+    power every time, and a long prompt went 16 tokens a step for 89 steps."""
+    pacer = PrefillPacer(max_chunk=2048, pow2=True)
+    taken = []
+    for _ in range(30):
+        pacer.observe(0.015, prefill_tokens=0, decoding=True)
+        n, _ = pacer.fit(pacer.budget(decoding=True), decoding=True)
+        taken.append(n)
+        pacer.observe(0.015 + 0.020 + n * 2e-5, prefill_tokens=n, decoding=True)
+    assert taken[0] == 64 and max(taken[-10:]) >= 256, taken
+    assert all(0.035 + n * 2e-5 <= 0.046 for n in taken)  # each step about three decode steps
+
+
+def test_one_dear_step_does_not_price_its_chunk_size():
+    """A size's cost is the median of its latest steps: one graph build among them is ignored."""
+    pacer = PrefillPacer(max_chunk=512)
+    pacer.observe(0.01, prefill_tokens=0, decoding=True)
+    for spent in (0.01, 0.5, 0.01, 0.01):
+        pacer.observe(0.01 + spent, prefill_tokens=64, decoding=True)
+        pacer.observe(0.01 + 2 * spent, prefill_tokens=128, decoding=True)
+    line = pacer.cost_line()
+    assert line is not None and abs(line.per_token_s - 0.01 / 64) < 1e-9 and line.fixed_s < 1e-9
+
+
 def _tail(pacer: PrefillPacer, todo: int, budget: int) -> list[tuple[int, int]]:
     steps = []
     while todo:
