@@ -154,6 +154,7 @@ async def measure(
                 ttft=ttft,
                 gap=p99(busy) / p99(quiet),
                 steps=[s for s in trace if s.prefill_tokens > 0 and s.decoding],
+                joins=[s for s in trace if s.joined and s.decoding],
                 decode=[s.seconds for s in trace if s.decoding and not s.prefill_tokens],
             )
         )
@@ -185,6 +186,12 @@ async def measure(
         "pow2_chunks": pacer.pow2,
         # the last turn's steps with prompt tokens beside the chats: (tokens, ms) each
         "prompt_steps": [[s.prefill_tokens, round(1e3 * s.seconds, 2)] for s in prompt_steps],
+        # each turn's steps that joined a row to the running batch (the long prompt's, once its
+        # prompt was done): (rows joined, prompt tokens, ms) each; the chats' gap counts them too
+        "join_steps_runs": [
+            [[s.joined, s.prefill_tokens, round(1e3 * s.seconds, 2)] for s in t["joins"]]
+            for t in turns
+        ],
         # every turn's, in order (how the pacer's chunks moved from one prompt to the next)
         "prompt_steps_runs": [
             [[s.prefill_tokens, round(1e3 * s.seconds, 2)] for s in t["steps"]] for t in turns

@@ -190,6 +190,7 @@ class EngineCore:
                 time.perf_counter() - start - output.one_off_s,
                 prefill_tokens=sum(c.tokens for c in plan.prefill),
                 decoding=bool(plan.decode),
+                joined=len(plan.join),
             )
             self.scheduler.update(plan, output)
         except Exception as exc:  # noqa: BLE001 - no row can be blamed: end them all, once

@@ -69,12 +69,13 @@ class CostLine:
 @dataclass(frozen=True)
 class PacedStep:
     """One observed step, for a trace: its prompt tokens, whether rows decoded beside them, its
-    wall time, and the chunk the pacer chose next."""
+    wall time, the chunk the pacer chose next, and the rows it joined to the batch."""
 
     prefill_tokens: int
     decoding: bool
     seconds: float
     next_chunk: int | None
+    joined: int = 0  # rows whose prompt was done, merged into the batch in this step
 
 
 @dataclass
@@ -118,11 +119,13 @@ class PrefillPacer:
             return tokens, shape - tokens  # one step, not one per bit of the rest
         return 1 << (tokens.bit_length() - 1), 0
 
-    def observe(self, seconds: float, *, prefill_tokens: int, decoding: bool) -> None:
+    def observe(
+        self, seconds: float, *, prefill_tokens: int, decoding: bool, joined: int = 0
+    ) -> None:
         """One step's wall time, with what it did."""
         self._observe(seconds, prefill_tokens=prefill_tokens, decoding=decoding)
         if self.trace is not None:
-            self.trace.append(PacedStep(prefill_tokens, decoding, seconds, self.chunk))
+            self.trace.append(PacedStep(prefill_tokens, decoding, seconds, self.chunk, joined))
 
     def _observe(self, seconds: float, *, prefill_tokens: int, decoding: bool) -> None:
         if seconds <= 0 or self.gap_factor is None:

@@ -28,3 +28,5 @@ def test_each_turn_gives_its_own_ratios_and_the_medians_are_reported():
         len(row["prompt_steps_runs"]) == 3 and row["prompt_steps_runs"][-1] == row["prompt_steps"]
     )
     assert all(sum(n for n, _ in steps) > 0 for steps in row["prompt_steps_runs"])
+    # the long prompt joins the running batch once a turn, in a step of its own or a chunk's
+    assert all(any(j >= 1 for j, _, _ in joins) for joins in row["join_steps_runs"])
