@@ -24,6 +24,7 @@ from engine.config import EngineConfig
 from engine.core import packed_forward
 from engine.core.batch import DecodeBatch
 from engine.core.cache_handoff import publish_prompt, publish_row
+from engine.core.drafter_feedback import DrafterFeedback, drafter_kind
 from engine.core.drafter_inputs import DrafterInputs
 from engine.core.lookahead import RoundsAhead
 from engine.core.prefill import (
@@ -39,7 +40,7 @@ from engine.core.proposals import propose
 from engine.core.recovery import failed_inputs, recover_batch
 from engine.core.request_state import RequestState
 from engine.core.step_plan import CacheHit, DecodeRow, StepOutput, StepPlan, TokenRun
-from engine.speculative.drafter import Drafter, VerifyFeedback, proposes_for_itself
+from engine.speculative.drafter import Drafter
 
 log = logging.getLogger(__name__)
 
@@ -352,7 +353,7 @@ class ModelExecutor:
         finish_shared(riders, verify.logits, out)
         t2 = time.perf_counter()
         kept, next_inputs = [], []
-        feedback: dict[str, list[VerifyFeedback]] = {}
+        feedback = DrafterFeedback(self.drafters)
         for i, (row, draft, target) in enumerate(zip(plan, drafts, targets)):
             rid = row.state.request_id
             if target is None:
@@ -365,18 +366,12 @@ class ModelExecutor:
                 accepted += 1
             kept.append(accepted + 1)
             next_inputs.append(target[accepted])
-            kind = self._drafter_kind(used[i]) if draft else None
+            kind = drafter_kind(self.drafters, used[i]) if draft else None
             out.add_run(rid, TokenRun(target[: accepted + 1], draft, accepted, used[i], kind))
-            if used[i] is not None and draft:
-                feedback.setdefault(used[i], []).append(
-                    VerifyFeedback(rid, draft, accepted, target[: accepted + 1])
-                )
+            feedback.add(used[i], rid, draft, accepted, target[: accepted + 1])
         self.inputs.keep_verified(batch.rows, verify, kept, targets)
         batch.rollback(kept, next_inputs)
-        for name, items in feedback.items():
-            drafter = self.drafters[name]
-            if proposes_for_itself(drafter):
-                drafter.learn(items)
+        feedback.teach()
         t3 = time.perf_counter()
         width = max(len(row) for row in verify.x)
         verify_s = (t_launched - t1) + (t2 - t_streamed)
@@ -396,7 +391,3 @@ class ModelExecutor:
         # a method of its own: engine.bench.part_timing times it
         vocab = self.target.info.vocab_size
         return propose(self.drafters, self.inputs, plan, histories, out, vocab_size=vocab)
-
-    def _drafter_kind(self, name: str | None) -> str | None:
-        drafter = self.drafters.get(name) if name is not None else None
-        return (drafter.kind or drafter.name) if drafter is not None else name

@@ -37,11 +37,12 @@ from engine.cache.cache_list import leaves
 from engine.cache.ragged import RaggedBatchKVCache
 from engine.core.ahead_choice import AheadChoice
 from engine.core.batch import DecodeBatch
+from engine.core.drafter_feedback import DrafterFeedback, drafter_kind
 from engine.core.drafter_inputs import DrafterInputs
 from engine.core.proposals import propose
 from engine.core.step_plan import DecodeRow, StepOutput, TokenRun
 from engine.sampling import log_softmax, near_ties, tie_broken
-from engine.speculative.drafter import Drafter, VerifyFeedback, proposes_for_itself
+from engine.speculative.drafter import Drafter
 
 NO_DRAFT = -1  # a padded draft position: no token id equals it, so it is never accepted
 
@@ -329,19 +330,14 @@ class RoundsAhead:
 
     def _emit(self, done: AheadRound, out: StepOutput, *, following: AheadRound | None) -> None:
         targets, accepted = read_back(self.batch, done, following)
-        feedback: dict[str, list[VerifyFeedback]] = {}
+        feedback = DrafterFeedback(self.drafters)
         for state, draft, used, tokens, n, stale, void in zip(
             self.batch.rows, done.drafts, done.used, targets, accepted, done.stale, done.void
         ):
             if void:  # it read a wrong input: nothing of it counts
                 continue
-            drafter = self.drafters.get(used) if used is not None and draft else None
-            kind = (drafter.kind or drafter.name) if drafter is not None else None
+            kind = drafter_kind(self.drafters, used) if draft else None
             run = TokenRun(tokens, draft, n, used, kind, guessed=stale and bool(draft), ahead=True)
             out.add_run(state.request_id, run)
-            if drafter is not None and proposes_for_itself(drafter):
-                feedback.setdefault(used, []).append(
-                    VerifyFeedback(state.request_id, draft, n, tokens)
-                )
-        for name, items in feedback.items():
-            self.drafters[name].learn(items)
+            feedback.add(used, state.request_id, draft, n, tokens)
+        feedback.teach()
