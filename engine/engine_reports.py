@@ -10,6 +10,8 @@ from engine.requests import SpecStats
 
 @dataclass
 class CacheStats:
+    """The prompt cache's hits, misses and sizes in RAM and on disk."""
+
     hits: int = 0
     misses: int = 0
     cached_tokens: int = 0
@@ -22,6 +24,8 @@ class CacheStats:
 
 @dataclass
 class ModelInfo:
+    """A loaded model: its name, folder, architecture and sizes."""
+
     name: str
     path: str
     architecture: str
@@ -75,6 +79,8 @@ class ModelStats:
 
 @dataclass
 class EngineStats:
+    """The engine as a whole: its status, models, batch, speed and prompt cache."""
+
     status: str = "stopped"  # stopped, loading, ready, error (of the configured model)
     model: ModelInfo | None = None  # the configured model (GenerationRequest.model None)
     draft_model: ModelInfo | None = None  # the configured draft model
@@ -103,6 +109,8 @@ class EngineStats:
 
 @dataclass
 class LoadProgressEvent:
+    """How far a model load has come."""
+
     message: str
     fraction: float  # 0..1, or -1 when unknown
     model: str = ""  # the name of the model being loaded
@@ -118,12 +126,16 @@ class ModelUnloadedEvent:
 
 @dataclass
 class ModelLoadedEvent:
+    """A model (and its draft model, if any) finished loading."""
+
     model: ModelInfo
     draft_model: ModelInfo | None = None
 
 
 @dataclass
 class EngineErrorEvent:
+    """An error of the engine itself, not of one request."""
+
     message: str
     fatal: bool = False  # the MLX thread died: every stream ended; Engine.start() restarts
 
