@@ -80,15 +80,14 @@ class EngineConfig:
         """verify_ahead on this device: True, False, or None (chosen as measured)."""
         if self.verify_ahead is not None:
             return self.verify_ahead
-        import mlx.core as mx
+        from engine.device import on_gpu
 
-        return None if mx.default_device().type == mx.DeviceType.gpu else False
+        return None if on_gpu() else False
 
     def step_prefill_chunk(self) -> int:
         """The most prompt tokens one step processes (prefill_chunk, or the device's default)."""
         if self.prefill_chunk is not None:
             return self.prefill_chunk
-        import mlx.core as mx
+        from engine.device import on_gpu
 
-        on_gpu = mx.default_device().type == mx.DeviceType.gpu
-        return DEFAULT_GPU_PREFILL_CHUNK if on_gpu else DEFAULT_PREFILL_CHUNK
+        return DEFAULT_GPU_PREFILL_CHUNK if on_gpu() else DEFAULT_PREFILL_CHUNK

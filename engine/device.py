@@ -11,6 +11,11 @@ def cuda_available() -> bool:
     return cuda is not None and bool(cuda.is_available())
 
 
+def on_gpu() -> bool:
+    """The default device is a GPU (Metal or CUDA), not the CPU."""
+    return mx.default_device().type == mx.DeviceType.gpu
+
+
 def on_cuda() -> bool:
     """The default device is a CUDA GPU (where each new forward shape costs a graph build)."""
-    return mx.default_device().type == mx.DeviceType.gpu and cuda_available()
+    return on_gpu() and cuda_available()
