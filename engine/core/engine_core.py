@@ -61,6 +61,10 @@ class EngineCore:
             self.policy.refusal = note
         self.scheduler = Scheduler(target, config=config, policy=self.policy)
         self.scheduler.pacer.pad_tail = takes_filler(target.model)
+        if chunking is not None:  # paced or shared chunks would change its replies
+            log.warning("%s prefills in whole chunks, unpaced: %s", target.info.name, chunking)
+            self.scheduler.reference_chunks = True
+            self.scheduler.pacer.gap_factor = None
         self.executor = ModelExecutor(target, config=config, reuse=reuse)
         if chunking is not None and reuse is not None:  # a hit prefills the rest as a chunk
             note = f"{target.info.name} does not use the prompt cache: {chunking}"

@@ -38,6 +38,12 @@ from engine.text_stream import TextStream
 
 log = logging.getLogger(__name__)
 
+# prompts prefilled in one step share a forward padded to the widest: a chunk beside another is
+# at most this many times the step's first (shortest) one, so little of the forward is filler,
+# or the floor (a burst of chat prompts of unlike lengths still goes in one forward)
+DEFAULT_PREFILL_WIDTH_SPREAD = 2
+DEFAULT_PREFILL_WIDTH_FLOOR = 64
+
 
 class Scheduler:
     """The engine's requests, their queues and their life cycle."""
@@ -53,6 +59,9 @@ class Scheduler:
             gap_factor=config.prefill_gap_factor,
             pow2=on_cuda() if config.prefill_pow2 is None else config.prefill_pow2,
         )
+        # the model's output depends on how a prompt is chunked (engine/core/batch_check.py): each
+        # prompt goes in mlx_lm.generate's chunks, whole `prefill_chunk`s from its start, unpaced
+        self.reference_chunks = False
         self.running: list[RequestState] = []  # in the executor's batch
         self._leaving: list[RequestState] = []  # ended; the executor still holds their caches
         self._deferred: list[RequestState] = []  # rows whose last round's text is not out yet
@@ -162,21 +171,36 @@ class Scheduler:
         ]
 
     def _prefill_chunks(self) -> list[PrefillChunk]:
-        """Up to one chunk of prompt tokens, for the oldest requests: a smaller one while other
-        rows decode, so that they keep a bounded gap between tokens (engine/core/prefill_pacer.py)."""
+        """A step's prompt tokens: a smaller budget while other rows decode, so that they keep a
+        bounded gap between tokens (engine/core/prefill_pacer.py), spent on the prompts with the
+        fewest tokens left first. Oldest first, a chat's next message waited behind a long prompt
+        for all of it (54 s for a 2,048-token prompt on the 2-core CPU) while its reply could
+        have started at once; now a long prompt waits only for prompts shorter than its rest."""
         decoding = bool(self.running)
         budget, chunks = self.pacer.budget(decoding=decoding), []
-        for state in self.prefilling:
+        ready = [s for s in self.prefilling if s.cache_ready and self._prompt_left(s) > 0]
+        widest = budget  # the step's prompts share one padded forward: DEFAULT_PREFILL_WIDTH_*
+        for state in sorted(ready, key=self._prompt_left):  # stable: oldest first among equals
             if len(chunks) >= self.config.max_batch or budget <= 0:
                 break
-            todo = len(state.prompt) - 1 - state.prefilled
-            if todo > 0 and state.cache_ready:
-                n, pad = self.pacer.fit(
-                    min(todo, budget), decoding=decoding, ends_prompt=todo <= budget
-                )
-                chunks.append(PrefillChunk(state, n, pad))
-                budget -= n + pad
+            todo = self._prompt_left(state)
+            if self.reference_chunks:  # whole chunks or none, as mlx_lm.generate takes them
+                take = min(todo, self.pacer.max_chunk)
+                if take > budget:
+                    continue
+            else:
+                take = min(todo, budget, widest)
+            n, pad = self.pacer.fit(take, decoding=decoding, ends_prompt=todo <= take)
+            chunks.append(PrefillChunk(state, n, pad))
+            budget -= n + pad
+            if len(chunks) == 1:
+                widest = max(DEFAULT_PREFILL_WIDTH_SPREAD * (n + pad), DEFAULT_PREFILL_WIDTH_FLOOR)
         return chunks
+
+    @staticmethod
+    def _prompt_left(state: RequestState) -> int:
+        """Prompt tokens still to process (the last one is the row's first input)."""
+        return len(state.prompt) - 1 - state.prefilled
 
     def _apply_cancellations(self) -> None:
         if not self._cancelled:
