@@ -40,14 +40,20 @@ def p99(values: list[float]) -> float:
 
 
 async def _chat(
-    engine: Engine, prompt: list[int], max_tokens: int, replies: list[list[float]]
+    engine: Engine,
+    prompt: list[int],
+    max_tokens: int,
+    replies: list[list[float]],
+    submitted: list[float],
 ) -> None:
     """One chat slot, kept busy until cancelled: a reply that ends is followed by another.
     Each reply's token times are a list of their own (the gap to the next reply's first token
-    is its prompt's processing, not a stall)."""
+    is its prompt's processing: measured apart, as the turn's wait in `_turn_waits`), and
+    `submitted` gets the time each was sent."""
     while True:
         times: list[float] = []
         replies.append(times)
+        submitted.append(time.perf_counter())
         request = GenerationRequest(prompt_tokens=prompt, max_tokens=max_tokens)
         async for event in engine.submit(request):
             if isinstance(event, TokenEvent) and event.token_ids:
@@ -71,6 +77,19 @@ async def _first_token(engine: Engine, prompt: list[int]) -> tuple[float, float,
 
 def _gaps(times: list[float], start: float, end: float) -> list[float]:
     return [b - a for a, b in zip(times, times[1:]) if b > start and a < end]
+
+
+def _turn_waits(
+    replies: list[list[float]], submitted: list[float], start: float, end: float
+) -> list[float]:
+    """How long each chat turn sent within [start, end) waited for its first token; one still
+    waiting at `end` counts what it had waited by then. A chat's next message must not wait
+    behind the long prompt: a gap between replies is a stall as much as one within a reply."""
+    return [
+        (times[0] if times else end) - sent
+        for times, sent in zip(replies, submitted)
+        if start <= sent < end
+    ]
 
 
 async def measure(
@@ -112,8 +131,12 @@ async def measure(
 
     async def gaps_with(long: bool) -> tuple[list[float], float | None]:
         slots: list[list[list[float]]] = [[] for _ in chats]
+        sent: list[list[float]] = [[] for _ in chats]
         budget = DEFAULT_CHAT_TOKENS
-        tasks = [asyncio.create_task(_chat(engine, p, budget, s)) for p, s in zip(chats, slots)]
+        tasks = [
+            asyncio.create_task(_chat(engine, p, budget, s, t))
+            for p, s, t in zip(chats, slots, sent)
+        ]
 
         async def until(count: int) -> None:
             while min(sum(len(t) for t in slot) for slot in slots) < count:
@@ -133,23 +156,27 @@ async def measure(
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        return [g for slot in slots for t in slot for g in _gaps(t, start, end)], ttft
+        gaps = [g for slot in slots for t in slot for g in _gaps(t, start, end)]
+        waits = [w for slot, t in zip(slots, sent) for w in _turn_waits(slot, t, start, end)]
+        return gaps, waits, ttft
 
     await gaps_with(True)  # warm-up: the shapes a paced prompt goes through
     pacer = await engine.run_on_engine_thread(lambda: engine._worker.core_for().scheduler.pacer)
     turns: list[dict[str, Any]] = []
     for _ in range(max(repeats, 1)):
         _, _, alone = await _first_token(engine, long_prompt)
-        quiet, _ = await gaps_with(False)
+        quiet, quiet_waits, _ = await gaps_with(False)
         trace: list[PacedStep] = []  # each turn's steps beside the chats
         await engine.run_on_engine_thread(lambda traced=trace: setattr(pacer, "trace", traced))
-        busy, ttft = await gaps_with(True)
+        busy, busy_waits, ttft = await gaps_with(True)
         await engine.run_on_engine_thread(lambda: setattr(pacer, "trace", None))
         ttft = ttft or 0.0
         turns.append(
             dict(
                 quiet=quiet,
                 busy=busy,
+                quiet_waits=quiet_waits,
+                busy_waits=busy_waits,
                 alone=alone,
                 ttft=ttft,
                 gap=p99(busy) / p99(quiet),
@@ -176,6 +203,11 @@ async def measure(
         "gap_p99_with_long_prompt_s": round(statistics.median(p99(t["busy"]) for t in turns), 4),
         "gap_ratio": round(statistics.median(t["gap"] for t in turns), 3),
         "gap_ratio_runs": [round(t["gap"], 3) for t in turns],
+        # chat turns sent while the long prompt was processed (or in the window without it): the
+        # longest wait for their first token in each turn, None where no chat's reply ended then
+        "chat_turn_wait_max_without_s": _longest(turns, "quiet_waits"),
+        "chat_turn_wait_max_with_long_prompt_s": _longest(turns, "busy_waits"),
+        "chat_turns_with_long_prompt": sum(len(t["busy_waits"]) for t in turns),
         "long_prompt_ttft_alone_s": round(statistics.median(t["alone"] for t in turns), 3),
         "long_prompt_ttft_beside_chats_s": round(statistics.median(t["ttft"] for t in turns), 3),
         "ttft_ratio": round(statistics.median(t["ttft"] / t["alone"] for t in turns), 3),
@@ -201,6 +233,12 @@ async def measure(
         if decode_steps
         else None,
     }
+
+
+def _longest(turns: list[dict[str, Any]], key: str) -> float | None:
+    """The median over turns of each turn's longest wait (None: no turn had one)."""
+    longest = [max(t[key]) for t in turns if t[key]]
+    return round(statistics.median(longest), 3) if longest else None
 
 
 def run_sync(
@@ -230,6 +268,8 @@ def print_long_prompt(row: dict[str, Any]) -> None:
         f"gap factor {row['prefill_gap_factor']}, shared forward {row.get('packed_prefill')}: long prompt {row['long_prompt_tokens']} tokens beside {row['running_chats']} chats: "
         f"p99 gap {row['gap_p99_with_long_prompt_s']:.3f}s vs {row['gap_p99_without_s']:.3f}s "
         f"(x{row['gap_ratio']}); first token {row['long_prompt_ttft_beside_chats_s']:.2f}s vs "
-        f"{row['long_prompt_ttft_alone_s']:.2f}s alone (x{row['ttft_ratio']})",
+        f"{row['long_prompt_ttft_alone_s']:.2f}s alone (x{row['ttft_ratio']}); a chat's next "
+        f"turn waited at most {row.get('chat_turn_wait_max_with_long_prompt_s')}s for its first "
+        f"token ({row.get('chat_turn_wait_max_without_s')}s without)",
         flush=True,
     )
