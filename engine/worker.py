@@ -25,6 +25,7 @@ from typing import Any
 from engine import blas
 from engine import worker_commands as commands
 from engine.config import EngineConfig
+from engine.core.prefill_pacer import PrefillPacer
 from engine.default_model import default_cache_root
 from engine.engine_reports import EngineEvent, EngineStats
 from engine.hosting.event_outbox import EventOutbox
@@ -213,6 +214,7 @@ class EngineWorker(threading.Thread):
     def _step(self, key: str) -> None:
         hosted = self.pool.models[key]
         scheduler = hosted.core.scheduler
+        self._pace_beside_others(key, scheduler.pacer)
         before, rows = scheduler.out.generated_tokens, len(scheduler.running)
         start = time.perf_counter()
         events = hosted.core.step()
@@ -224,6 +226,18 @@ class EngineWorker(threading.Thread):
         self._publish_stats(force=ended)  # first: a caller told a reply ended sees its stats
         if events:
             self._deliver(events)
+
+    def _pace_beside_others(self, key: str, pacer: PrefillPacer) -> None:
+        """Another model's chats wait through this model's step too: its prompt chunks are paced
+        by their decode step (a 2,048-token prompt in whole chunks held them seconds a step)."""
+        others = [
+            h.core.scheduler
+            for k, h in self.pool.models.items()
+            if k != key and h.core is not None and h.core.scheduler.running
+        ]
+        known = [s.pacer.decode_s for s in others if s.pacer.decode_s is not None]
+        pacer.others_decoding = bool(others)
+        pacer.others_decode_s = min(known) if known else None
 
     def _handle(self, command: object) -> bool:
         if isinstance(command, commands.Stop):

@@ -94,6 +94,10 @@ class PrefillPacer:
     # prompt tokens and the seconds they added to a step, the latest few by power of two of size
     costs: dict[int, deque[tuple[int, float]]] = field(default_factory=dict)
     trace: list[PacedStep] | None = None  # a list: every observed step is appended (benchmarks)
+    # rows of other models decode on this thread between this model's steps, and the least of
+    # their decode steps (None: not measured yet); the worker sets both before each step
+    others_decoding: bool = False
+    others_decode_s: float | None = None
 
     def budget(self, *, decoding: bool) -> int:
         """Prompt tokens the next step may process (`decoding`: other rows are running)."""
@@ -101,11 +105,11 @@ class PrefillPacer:
             return self.max_chunk  # nobody waits
         chunk = self.chunk
         if chunk is None:  # the first step with prefill beside decoding rows
-            line = self.cost_line()
-            if line is None or self.decode_s is None:
+            line, decode_s = self.cost_line(), self.decode_s or self.others_decode_s
+            if line is None or decode_s is None:
                 chunk = DEFAULT_FIRST_CHUNK
             else:
-                chunk = round(self._target(line, self._wanted())[0])
+                chunk = round(self._target(line, self._wanted(decode_s))[0])
                 log.debug("first chunk beside decoding rows: %d (line %s)", chunk, line)
         return max(self.min_chunk, min(self.max_chunk, chunk))
 
@@ -133,6 +137,9 @@ class PrefillPacer:
         if not decoding:  # a prompt alone: its whole cost is the prompt's
             if prefill_tokens > 0:
                 self._remember(prefill_tokens, seconds)
+                if self.others_decoding and self.others_decode_s is not None:
+                    # another model's chats wait through this step: paced by their decode step
+                    self._resize(prefill_tokens, seconds, self._wanted(self.others_decode_s))
             return
         if prefill_tokens == 0:
             self.decode_times.append(seconds)
@@ -140,8 +147,11 @@ class PrefillPacer:
         if self.decode_s is None:
             return
         spent = max(seconds - self.decode_s, 1e-6)  # what the prompt's tokens took
-        wanted = self._wanted()
         self._remember(prefill_tokens, spent)
+        self._resize(prefill_tokens, spent, self._wanted(self.decode_s))
+
+    def _resize(self, prefill_tokens: int, spent: float, wanted: float) -> None:
+        """The next budget, from `prefill_tokens` that took `spent` where `wanted` keeps the gap."""
         line = self.cost_line()
         if line is not None and self._gap_unreachable(line, wanted):
             target, grow = self._target(line, wanted)
@@ -171,10 +181,10 @@ class PrefillPacer:
         """A step that only decodes: the median of the last ones (None: none seen yet)."""
         return statistics.median(self.decode_times) if self.decode_times else None
 
-    def _wanted(self) -> float:
+    def _wanted(self, decode_s: float) -> float:
         """The prompt's share of a step that keeps the gap: (gap_factor - 1) decode steps."""
-        assert self.gap_factor is not None and self.decode_s is not None
-        return (self.gap_factor - 1.0) * self.decode_s
+        assert self.gap_factor is not None
+        return (self.gap_factor - 1.0) * decode_s
 
     def _gap_unreachable(self, line: CostLine, wanted: float) -> bool:
         return line.fixed_s + line.per_token_s * self.min_chunk >= wanted

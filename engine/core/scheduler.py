@@ -176,7 +176,7 @@ class Scheduler:
         fewest tokens left first. Oldest first, a chat's next message waited behind a long prompt
         for all of it (54 s for a 2,048-token prompt on the 2-core CPU) while its reply could
         have started at once; now a long prompt waits only for prompts shorter than its rest."""
-        decoding = bool(self.running)
+        decoding = bool(self.running) or self.pacer.others_decoding  # chats wait on this step
         budget, chunks = self.pacer.budget(decoding=decoding), []
         ready = [s for s in self.prefilling if s.cache_ready and self._prompt_left(s) > 0]
         widest = budget  # the step's prompts share one padded forward: DEFAULT_PREFILL_WIDTH_*

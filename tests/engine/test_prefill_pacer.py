@@ -158,3 +158,18 @@ def test_a_tail_that_can_take_filler_goes_in_one_padded_step():
         300,
         0,
     )  # Metal, the CPU: any size already
+
+
+def test_another_models_decoding_rows_pace_a_prompt_processed_alone():
+    """This model only processes a prompt, but another model's chats wait through its steps:
+    each step is sized to about (gap_factor - 1) of their decode step."""
+    pacer = PrefillPacer(max_chunk=512, gap_factor=3.0)
+    pacer.others_decoding, pacer.others_decode_s = True, 0.1
+    n = pacer.budget(decoding=True)  # the scheduler asks as if rows decode
+    assert n < 512
+    for _ in range(40):
+        pacer.observe(0.02 + n * 0.01, prefill_tokens=n, decoding=False)
+        n = pacer.budget(decoding=True)
+    assert abs(n - 18) <= 1  # 0.02 + 18 * 0.01 = 0.2 s: two of their decode steps
+    pacer.others_decoding, pacer.others_decode_s = False, None
+    assert pacer.budget(decoding=False) == 512  # nobody waits
