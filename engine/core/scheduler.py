@@ -38,9 +38,11 @@ from engine.text_stream import TextStream
 
 log = logging.getLogger(__name__)
 
-# prompts prefilled in one step share a forward padded to the widest: a chunk beside another is
-# at most this many times the step's first (shortest) one, so little of the forward is filler,
-# or the floor (a burst of chat prompts of unlike lengths still goes in one forward)
+# prompts prefilled in one step share a forward padded to the widest, over their caches merged:
+# a chunk beside another is at most this many times the step's first (shortest) one, and so is
+# the cache it extends, or the floor (a burst of chat prompts of unlike lengths still goes in one
+# forward). A chat's 4 last tokens beside a 1,900-token prompt's chunk took 1.0 s on the CPU,
+# where either alone rides on the decode step's forward for 0.2-0.3 s.
 DEFAULT_PREFILL_WIDTH_SPREAD = 2
 DEFAULT_PREFILL_WIDTH_FLOOR = 64
 
@@ -179,10 +181,13 @@ class Scheduler:
         decoding = bool(self.running) or self.pacer.others_decoding  # chats wait on this step
         budget, chunks = self.pacer.budget(decoding=decoding), []
         ready = [s for s in self.prefilling if s.cache_ready and self._prompt_left(s) > 0]
-        widest = budget  # the step's prompts share one padded forward: DEFAULT_PREFILL_WIDTH_*
+        # the step's prompts go in one padded forward: each like the first (DEFAULT_PREFILL_WIDTH_*)
+        widest, deepest = budget, float("inf")
         for state in sorted(ready, key=self._prompt_left):  # stable: oldest first among equals
             if len(chunks) >= self.config.max_batch or budget <= 0:
                 break
+            if state.prefilled > deepest:  # its long cache would be merged with the first's
+                continue
             todo = self._prompt_left(state)
             if self.reference_chunks:  # whole chunks or none, as mlx_lm.generate takes them
                 take = min(todo, self.pacer.max_chunk)
@@ -195,6 +200,7 @@ class Scheduler:
             budget -= n + pad
             if len(chunks) == 1:
                 widest = max(DEFAULT_PREFILL_WIDTH_SPREAD * (n + pad), DEFAULT_PREFILL_WIDTH_FLOOR)
+                deepest = max(DEFAULT_PREFILL_WIDTH_SPREAD * state.prefilled, widest)
         return chunks
 
     @staticmethod

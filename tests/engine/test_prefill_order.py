@@ -1,7 +1,8 @@
 """A step's prompt tokens go to the prompts with the fewest left first: a chat's next message
 that arrives while a long prompt is being processed is not held behind all of it (on the 2-core
-CPU a 2,048-token prompt held it 54 s), and the long prompt still finishes. Every reply stays
-exactly mlx_lm.generate's."""
+CPU a 2,048-token prompt held it 54 s), and the long prompt still finishes. Prompts that share a
+step's padded forward are of like width and like depth. Every reply stays exactly
+mlx_lm.generate's."""
 
 from __future__ import annotations
 
@@ -37,8 +38,17 @@ def test_a_short_prompt_is_not_held_behind_a_long_one(tiny, decoding):
             _run(core, requests, tokens)
     long = GenerationRequest(prompt_tokens=LONG, max_tokens=6)
     core.add(long)
-    _run(core, requests, tokens)
-    _run(core, requests, tokens)  # the long prompt is under way
+    for _ in range(4):  # the long prompt is under way
+        _run(core, requests, tokens)
+    together: list[set[str]] = []
+    schedule = core.scheduler.schedule
+
+    def recording():
+        plan = schedule()
+        together.append({c.state.request_id for c in plan.prefill})
+        return plan
+
+    core.scheduler.schedule = recording
     (state,) = [s for s in core.scheduler.prefilling if s.request_id == long.request_id]
     assert 0 < state.prefilled < len(LONG) - 1
     short = GenerationRequest(prompt_tokens=P_B, max_tokens=6)
@@ -49,6 +59,8 @@ def test_a_short_prompt_is_not_held_behind_a_long_one(tiny, decoding):
         steps += 1
     assert steps <= 5, "the short prompt's reply began within a few steps"
     assert long.request_id not in tokens, "the long prompt was still being processed"
+    # nor did they share a padded forward: the long prompt's cache is far deeper than the short's
+    assert not any({short.request_id, long.request_id} <= ids for ids in together), together
     while core.has_work():
         _run(core, requests, tokens)
     assert tokens[short.request_id] == tiny.greedy(P_B, 6)
