@@ -30,7 +30,9 @@ def test_each_turn_gives_its_own_ratios_and_the_medians_are_reported():
     assert all(sum(n for n, _ in steps) > 0 for steps in row["prompt_steps_runs"])
     # the long prompt joins the running batch once a turn, in a step of its own or a chunk's
     assert all(any(j >= 1 for j, _, _ in joins) for joins in row["join_steps_runs"])
-    assert "chat_turn_wait_max_with_long_prompt_s" in row and row["chat_turns_with_long_prompt"] >= 0
+    assert (
+        "chat_turn_wait_max_with_long_prompt_s" in row and row["chat_turns_with_long_prompt"] >= 0
+    )
 
 
 def test_a_chat_turn_still_waiting_counts_its_wait_until_the_window_ends():
