@@ -129,7 +129,7 @@ async def measure(
     ]
     await _first_token(engine, long_prompt[:64])  # warm-up
 
-    async def gaps_with(long: bool) -> tuple[list[float], float | None]:
+    async def gaps_with(long: bool) -> tuple[list[float], list[float], float | None]:
         slots: list[list[list[float]]] = [[] for _ in chats]
         sent: list[list[float]] = [[] for _ in chats]
         budget = DEFAULT_CHAT_TOKENS
