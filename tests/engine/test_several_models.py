@@ -340,6 +340,7 @@ def test_a_long_prompt_on_one_model_is_paced_while_another_models_chat_decodes(m
 
     a, b = models["a"], models["b"]
     long_prompt = make_prompt(30, 400)
+    chat_tokens = 1000  # b's reply outlasts a's prompt on any machine
     beside: list[int] = []  # a's prompt tokens per step while b's rows decoded
     real_observe = PrefillPacer.observe
 
@@ -352,15 +353,24 @@ def test_a_long_prompt_on_one_model_is_paced_while_another_models_chat_decodes(m
 
     async def body(eng):
         await eng.load_model(str(b.path))
-        chat = asyncio.ensure_future(
-            timed(eng, GenerationRequest(prompt_tokens=P_A, max_tokens=LONG, model=str(b.path)))
-        )
-        await asyncio.sleep(0.2)  # b's chat is decoding
+        chat: list = []
+
+        async def chatting():
+            request = GenerationRequest(
+                prompt_tokens=P_A, max_tokens=chat_tokens, model=str(b.path)
+            )
+            async for event in eng.submit(request):
+                chat.append((0.0, event))
+
+        going = asyncio.ensure_future(chatting())
+        while not tokens_of(chat):  # b's chat is decoding
+            await asyncio.sleep(0.01)
         long = await timed(eng, GenerationRequest(prompt_tokens=long_prompt, max_tokens=N))
-        return await chat, long
+        await going
+        return chat, long
 
     chat, long = run(body, model=a.path, prefill_chunk=512, prompt_cache=False)
-    assert tokens_of(chat) == b.greedy(P_A, LONG)
+    assert tokens_of(chat) == b.greedy(P_A, chat_tokens)
     assert tokens_of(long) == a.greedy(long_prompt, N)
     assert len(beside) >= 2 and beside[0] <= 64 and max(beside) < len(long_prompt) - 1, beside
 
