@@ -4,24 +4,12 @@ tokens (the default) and at 8, alternated in one process. Late in a 2,048-token 
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 
 import engine  # noqa: F401  (before mlx)
-from engine.bench import long_prompt
 from engine.core import prefill_pacer
-
-KEYS = (
-    "gap_ratio",
-    "ttft_ratio",
-    "chat_turn_wait_max_with_long_prompt_s",
-    "chat_turn_wait_max_without_s",
-    "chat_turns_with_long_prompt",
-    "long_prompt_ttft_alone_s",
-    "long_prompt_ttft_beside_chats_s",
-    "decode_step_median_ms",
-)
+from order_ab import KEYS, measure_once  # this folder's, beside it
 
 INIT = prefill_pacer.PrefillPacer.__init__
 
@@ -42,17 +30,7 @@ if __name__ == "__main__":
     for turn in range(turns):
         for least in (16, 8):
             least_chunk(least)
-            row = asyncio.run(
-                long_prompt.measure(
-                    None,
-                    long_tokens=2048,
-                    running=3,
-                    prefill_chunk=None,
-                    settle_tokens=5,
-                    gap_factor=3.0,
-                    repeats=1,
-                )
-            )
+            row = measure_once()
             rows.append({"min_chunk": least, "turn": turn, **{k: row[k] for k in KEYS}})
             print(rows[-1], flush=True)
             with open(sys.argv[1], "w") as f:

@@ -31,8 +31,8 @@ def oldest_first(self) -> list[PrefillChunk]:
     return chunks
 
 
-def one(order) -> dict:
-    Scheduler._prefill_chunks = order
+def measure_once() -> dict:
+    """One turn of the long-prompt benchmark's default config (also min_chunk_ab.py's)."""
     return asyncio.run(
         long_prompt.measure(
             None,
@@ -44,6 +44,11 @@ def one(order) -> dict:
             repeats=1,
         )
     )
+
+
+def one(order) -> dict:
+    Scheduler._prefill_chunks = order
+    return measure_once()
 
 
 KEYS = (
