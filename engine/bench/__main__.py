@@ -46,7 +46,7 @@ from engine.bench.workloads import WORKLOADS, messages_for, prompt_ids
 from engine.default_model import default_cache_root
 from engine.kernels.as_shipped import mlx_as_shipped
 from engine.kernels.compiled_cache import keep_compiled_kernels
-from engine.requests import SpecMethod
+from engine.requests import SpecMethod, SpeculativeParams
 
 DEFAULT_CONCURRENCY = (1, 4, 8)
 DEFAULT_MAX_TOKENS = 64
@@ -126,7 +126,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--json", type=Path, default=None, help="write results here")
     p.add_argument("--chart", type=Path, default=None, help="synthetic sweep chart (PNG)")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.workload == "long-prompt" and args.speculative == SpecMethod.SYNTHETIC.value:
+        p.error("--workload long-prompt drafts with a real drafter: draft, lookup, auto or mtp")
+    return args
 
 
 def machine() -> dict:
@@ -303,11 +306,18 @@ def multiturn_report(args: argparse.Namespace) -> dict:
 def long_prompt_report(args: argparse.Namespace) -> dict:
     from engine.bench.long_prompt import print_long_prompt, run_sync
 
+    speculative = None
+    if args.speculative != SpecMethod.OFF.value:  # every request drafts so
+        speculative = SpeculativeParams(
+            method=SpecMethod(args.speculative), draft_tokens=args.draft_tokens[0]
+        )
     rows = run_sync(
         args.model,
         long_tokens=args.long_tokens,
         prefill_chunk=args.prefill_chunk,
         repeats=args.repeats,
+        speculative=speculative,
+        draft_model=args.draft_model,
     )
     for row in rows:
         print_long_prompt(row)

@@ -7,7 +7,11 @@ within its turn, medians reported), so the ratios survive a noisy machine.
 The gaps are the engine's own: tokens reach the benchmark as each step makes them
 (`stream_interval_s=0`), not in the app's batches of a few steps, which would hide a stall shorter
 than the batch and make the gap without the long prompt the batch's length. One untimed pass
-first builds what a process builds once (on CUDA a graph per new forward length)."""
+first builds what a process builds once (on CUDA a graph per new forward length).
+
+With `speculative` every request drafts (a draft model's rows catch up on their history inside
+the running batch's verify rounds): the long prompt then runs on for a few tokens, and the window
+whose gaps count lasts until its reply ends, so its draft's catch-up falls inside it."""
 
 from __future__ import annotations
 
@@ -21,11 +25,18 @@ from engine.bench.multiturn import history
 from engine.bench.workloads import CHAT_QUESTIONS, prompt_ids
 from engine.config import DEFAULT_PREFILL_GAP_FACTOR
 from engine.core.prefill_pacer import PacedStep
-from engine.requests import ErrorEvent, GenerationRequest, TokenEvent
+from engine.requests import (
+    ErrorEvent,
+    GenerationRequest,
+    SpecMethod,
+    SpeculativeParams,
+    TokenEvent,
+)
 
 DEFAULT_LONG_TOKENS = 2048
 DEFAULT_RUNNING = 3
 DEFAULT_CHAT_TOKENS = 2000
+DEFAULT_FOLLOW_TOKENS = 24  # the long prompt's reply when speculating: its draft catches up
 # (gap factor, prompt chunks share the decode step's forward): now, before sharing, before pacing
 DEFAULT_CONFIGS = (
     (DEFAULT_PREFILL_GAP_FACTOR, True),
@@ -45,6 +56,7 @@ async def _chat(
     max_tokens: int,
     replies: list[list[float]],
     submitted: list[float],
+    speculative: SpeculativeParams,
 ) -> None:
     """One chat slot, kept busy until cancelled: a reply that ends is followed by another.
     Each reply's token times are a list of their own (the gap to the next reply's first token
@@ -54,7 +66,9 @@ async def _chat(
         times: list[float] = []
         replies.append(times)
         submitted.append(time.perf_counter())
-        request = GenerationRequest(prompt_tokens=prompt, max_tokens=max_tokens)
+        request = GenerationRequest(
+            prompt_tokens=prompt, max_tokens=max_tokens, speculative=speculative
+        )
         async for event in engine.submit(request):
             if isinstance(event, TokenEvent) and event.token_ids:
                 times.append(time.perf_counter())
@@ -62,17 +76,27 @@ async def _chat(
                 raise RuntimeError(event.message)
 
 
-async def _first_token(engine: Engine, prompt: list[int]) -> tuple[float, float, float]:
-    """(submitted at, first token at, seconds to it)."""
+async def _first_token(
+    engine: Engine,
+    prompt: list[int],
+    *,
+    max_tokens: int = 1,
+    speculative: SpeculativeParams | None = None,
+) -> tuple[float, float, float]:
+    """(submitted at, its reply's end, seconds to its first token)."""
     start = time.perf_counter()
     times: list[float] = []
-    request = GenerationRequest(prompt_tokens=prompt, max_tokens=1)
+    request = GenerationRequest(
+        prompt_tokens=prompt,
+        max_tokens=max_tokens,
+        speculative=speculative or SpeculativeParams(),
+    )
     async for event in engine.submit(request):
-        if isinstance(event, TokenEvent) and event.token_ids and not times:
+        if isinstance(event, TokenEvent) and event.token_ids:
             times.append(time.perf_counter())
         elif isinstance(event, ErrorEvent):
             raise RuntimeError(event.message)
-    return start, times[0], times[0] - start
+    return start, times[-1], times[0] - start
 
 
 def _gaps(times: list[float], start: float, end: float) -> list[float]:
@@ -103,12 +127,18 @@ async def measure(
     packed: bool = True,
     pow2: bool | None = None,
     repeats: int = 1,
+    speculative: SpeculativeParams | None = None,
+    draft_model: str | None = None,
 ) -> dict[str, Any]:
     """The long prompt alone, the chats without it and the chats beside it, in turn `repeats`
     times after one untimed pass; each ratio is taken within one turn and the medians
-    reported."""
+    reported. `speculative`: every request drafts so (see above)."""
+    spec = speculative or SpeculativeParams()
+    method = SpecMethod(spec.method)
+    follow = 1 if method == SpecMethod.OFF else DEFAULT_FOLLOW_TOKENS
     config = EngineConfig(
         model=model,
+        draft_model=draft_model,
         prefill_chunk=prefill_chunk,
         prefill_gap_factor=gap_factor,
         prefill_pow2=pow2,
@@ -134,7 +164,7 @@ async def measure(
         sent: list[list[float]] = [[] for _ in chats]
         budget = DEFAULT_CHAT_TOKENS
         tasks = [
-            asyncio.create_task(_chat(engine, p, budget, s, t))
+            asyncio.create_task(_chat(engine, p, budget, s, t, spec))
             for p, s, t in zip(chats, slots, sent)
         ]
 
@@ -148,7 +178,9 @@ async def measure(
         await until(settle_tokens)  # all running, past their prefill
         ttft = None
         if long:
-            start, end, ttft = await _first_token(engine, long_prompt)
+            start, end, ttft = await _first_token(
+                engine, long_prompt, max_tokens=follow, speculative=spec
+            )
         else:
             start = time.perf_counter()
             await until(3 * settle_tokens)
@@ -196,6 +228,9 @@ async def measure(
         "prefill_gap_factor": gap_factor,
         "packed_prefill": packed,
         "repeats": len(turns),
+        "speculative": method.value,
+        "draft_model": draft_model,
+        "long_prompt_reply_tokens": follow,
         "gap_p99_without_s": round(statistics.median(p99(t["quiet"]) for t in turns), 4),
         "gap_median_without_s": round(
             statistics.median(statistics.median(t["quiet"]) for t in turns), 4
@@ -232,6 +267,8 @@ async def measure(
         "decode_step_median_ms": round(1e3 * statistics.median(decode_steps), 2)
         if decode_steps
         else None,
+        # and its slowest ones (a draft model catching up on a history runs in such steps)
+        "decode_steps_slowest_ms": [round(1e3 * s, 2) for s in sorted(decode_steps)[-5:][::-1]],
     }
 
 
@@ -242,7 +279,13 @@ def _longest(turns: list[dict[str, Any]], key: str) -> float | None:
 
 
 def run_sync(
-    model: str | None, *, long_tokens: int, prefill_chunk: int | None, repeats: int = 1
+    model: str | None,
+    *,
+    long_tokens: int,
+    prefill_chunk: int | None,
+    repeats: int = 1,
+    speculative: SpeculativeParams | None = None,
+    draft_model: str | None = None,
 ) -> list[dict[str, Any]]:
     """Paced prefill sharing the decode step's forward (the default), paced in forwards of its
     own (before it), and whole chunks (before the pacer), one after the other."""
@@ -257,6 +300,8 @@ def run_sync(
                 gap_factor=factor,
                 packed=packed,
                 repeats=repeats,
+                speculative=speculative,
+                draft_model=draft_model,
             )
         )
         for factor, packed in DEFAULT_CONFIGS

@@ -97,6 +97,8 @@ class ModelExecutor:
             out.forward_costs.append((rows, width, began - start))
         self.ahead.step_began(began, decoding=bool(plan.decode))
         self._timed_step = self._step_shape = None
+        for drafter in self.drafters.values():
+            drafter.pace(plan.catch_up_s)
         if plan.leave or plan.join or not plan.decode:
             self.ahead.settle(out)  # before the batch's rows change
         if plan.leave:

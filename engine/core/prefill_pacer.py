@@ -176,6 +176,15 @@ class PrefillPacer:
             self.chunk,
         )
 
+    def share_s(self, *, decoding: bool) -> float | None:
+        """Seconds a step's prompt work may add beside decoding rows and keep their gap
+        ((gap_factor - 1) decode steps); None: nobody waits or always whole chunks; 0 until a
+        decode step was measured (the least work)."""
+        if self.gap_factor is None or not decoding:
+            return None
+        decode_s = self.decode_s or self.others_decode_s
+        return 0.0 if decode_s is None else self._wanted(decode_s)
+
     @property
     def decode_s(self) -> float | None:
         """A step that only decodes: the median of the last ones (None: none seen yet)."""

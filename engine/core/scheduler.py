@@ -151,6 +151,7 @@ class Scheduler:
         if self.running:
             plan.decode = self._decode_rows()
         plan.prefill = self._prefill_chunks()
+        plan.catch_up_s = self._catch_up_share(plan)
         plan.admit = [s for s in self._admit_again if s in self.prefilling]
         self._admit_again = []
         while self.waiting and len(self.running) + len(self.prefilling) < self.config.max_batch:
@@ -202,6 +203,15 @@ class Scheduler:
                 widest = max(DEFAULT_PREFILL_WIDTH_SPREAD * (n + pad), DEFAULT_PREFILL_WIDTH_FLOOR)
                 deepest = max(DEFAULT_PREFILL_WIDTH_SPREAD * state.prefilled, widest)
         return chunks
+
+    def _catch_up_share(self, plan: StepPlan) -> float | None:
+        """What a draft model's catch-up on new rows may add to this step while other rows
+        wait: the pacer's share, none of it when the step's prompt chunks take that share, and
+        no limit for a row that decodes alone (it waits only for itself)."""
+        if len(plan.decode) < 2 and not self.pacer.others_decoding:
+            return None
+        share = self.pacer.share_s(decoding=True)
+        return 0.0 if share is not None and plan.prefill else share
 
     @staticmethod
     def _prompt_left(state: RequestState) -> int:

@@ -40,6 +40,9 @@ class StepPlan:
     decode: list[DecodeRow] = field(default_factory=list)  # the running batch
     prefill: list[PrefillChunk] = field(default_factory=list)
     admit: list[RequestState] = field(default_factory=list)  # look up their cached prefix
+    # seconds drafters may spend catching up on new rows' histories while other rows wait
+    # (Drafter.pace; None: nobody waits)
+    catch_up_s: float | None = None
 
     @property
     def empty(self) -> bool:

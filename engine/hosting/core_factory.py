@@ -32,9 +32,15 @@ class CoreFactory:
 
     def drafter(self, draft: Any) -> Any:
         """A drafter over a loaded draft model (ValueError when it cannot draft)."""
+        from engine.device import on_cuda
         from engine.speculative.draft_model import DraftModelDrafter
 
-        return DraftModelDrafter(draft, prefill_chunk=self.config.step_prefill_chunk())
+        pow2 = self.config.prefill_pow2
+        return DraftModelDrafter(
+            draft,
+            prefill_chunk=self.config.step_prefill_chunk(),
+            pow2=on_cuda() if pow2 is None else pow2,
+        )
 
     def _reuse(self, target: Any) -> Any:
         if not self.config.prompt_cache:

@@ -4,7 +4,8 @@ It keeps its own batched KV cache over the rows it drafts for, keyed by request 
 up from the tokens it is shown: each round it keeps what still matches the row's history (the
 prompt, the accepted tokens), gives back the rest per row (masked holes, engine/cache/ragged.py)
 and feeds what it lacks, in one forward for all its rows, before drafting k tokens greedily. So it
-needs nothing from the running batch: rows that join catch up alone (in chunks), rows that had no
+needs nothing from the running batch: rows that join catch up alone (in chunks, within each
+round's share while other rows wait: engine/speculative/catch_up_pacer.py), rows that had no
 draft for a while catch up next time they draft, a failure resets it.
 
 Drafting is greedy; at temperature > 0 the target still samples every position and a draft token
@@ -17,6 +18,7 @@ window (the last `window` real positions, holes skipped).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,6 +32,7 @@ from engine.cache.recurrent import RecurrentSnapshot, has_recurrent, set_lengths
 from engine.config import DEFAULT_PREFILL_CHUNK
 from engine.hosting.memory_budget import held_bytes
 from engine.requests import SpecMethod
+from engine.speculative.catch_up_pacer import CatchUpPacer
 from engine.speculative.drafter import Drafter, DraftRow
 from engine.speculative.rollback import rollback_rows
 
@@ -69,6 +72,7 @@ class DraftModelDrafter(Drafter):
         *,
         prefill_chunk: int = DEFAULT_PREFILL_CHUNK,
         catch_up_tokens: int = DEFAULT_CATCH_UP_TOKENS,
+        pow2: bool = False,
     ) -> None:
         self.loaded = loaded  # engine.models.LoadedModel
         self.model = loaded.model
@@ -76,6 +80,8 @@ class DraftModelDrafter(Drafter):
         # back to its state from before its guesses every round (engine/cache/recurrent.py)
         self.recurrent = has_recurrent(make_prompt_cache(self.model))
         self.prefill_chunk = prefill_chunk
+        # new rows' histories, fed within each round's share while other rows wait
+        self.pacer = CatchUpPacer(max_chunk=prefill_chunk, pow2=pow2)
         self.catch_up_tokens = catch_up_tokens
         self._ids: list[str] = []  # the batched cache's rows, in order
         self._fed: list[_Fed] = []
@@ -98,6 +104,9 @@ class DraftModelDrafter(Drafter):
         if gone & set(self._ids):
             self._keep([i for i, rid in enumerate(self._ids) if rid not in gone])
 
+    def pace(self, share_s: float | None) -> None:
+        self.pacer.share_s = share_s
+
     def cache_bytes(self) -> int:
         return held_bytes(self._cache) + held_bytes([j.cache for j in self._joining.values()])
 
@@ -110,23 +119,36 @@ class DraftModelDrafter(Drafter):
 
     def _propose(self, rows: list[DraftRow]) -> list[list[int]]:
         index = {rid: i for i, rid in enumerate(self._ids)}
-        for row in rows:
-            if row.request_id not in index:
-                self._catch_up_alone(row)
+        self._catch_up([row for row in rows if row.request_id not in index])
         index = {rid: i for i, rid in enumerate(self._ids)}
         asked = {row.request_id: row for row in rows if row.request_id in index}
         drafts = self._draft_batch(asked) if asked else {}
         return [drafts.get(row.request_id, []) for row in rows]
 
-    def _catch_up_alone(self, row: DraftRow) -> None:
-        """Process a new row's history (all but its pending token) alone, a chunk per round;
-        once done it joins the batched cache."""
+    def _catch_up(self, rows: list[DraftRow]) -> None:
+        """Feed new rows' histories (all but the pending token), each alone, within this
+        round's budget: the rows with the fewest tokens left first, so a chat's next turn does
+        not wait behind a long prompt. A row fed to its end joins the batched cache."""
+        budget, fed = self.pacer.budget(), 0
+        start = time.perf_counter()
+        for row in sorted(rows, key=self._left):
+            fed += self._catch_up_alone(row, max(budget - fed, 0))
+        if fed:
+            self.pacer.observe(fed, time.perf_counter() - start)
+
+    def _left(self, row: DraftRow) -> int:
+        joining = self._joining.get(row.request_id)
+        return len(row) - 1 - (joining.fed if joining is not None else 0)
+
+    def _catch_up_alone(self, row: DraftRow, budget: int) -> int:
+        """Feed up to `budget` tokens of a new row's history in one forward; once all are
+        fed the row joins the batched cache. Returns the tokens fed."""
         todo = len(row) - 1
         if todo < 1:
-            return  # nothing to hold yet (a one-token prompt): next round
+            return 0  # nothing to hold yet (a one-token prompt): next round
         joining = self._joining.setdefault(row.request_id, _Joining(self.new_row_cache()))
-        if joining.fed < todo:
-            n = min(self.prefill_chunk, todo - joining.fed)
+        n = min(budget, todo - joining.fed)
+        if n > 0:
             chunk = row.history()[joining.fed : joining.fed + n]
             self.model(mx.array(chunk)[None], cache=joining.cache)
             mx.eval([c.state for c in joining.cache])
@@ -134,6 +156,7 @@ class DraftModelDrafter(Drafter):
         if joining.fed == todo:
             del self._joining[row.request_id]
             self._join(row.request_id, joining.cache, todo)
+        return max(n, 0)
 
     def _join(self, request_id: str, row_cache: list[Any], fed: int) -> None:
         batch_cache = merge_row_cache(row_cache)

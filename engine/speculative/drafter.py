@@ -78,6 +78,11 @@ class Drafter:
     def reset(self) -> None:
         """Drop what is kept for every request (the engine lost its batch)."""
 
+    def pace(self, share_s: float | None) -> None:
+        """Before each step: the seconds its catching up on new rows' histories may add while
+        other rows wait (None: nobody waits; 0: the least it can, the step's prompt chunks
+        took the share). A drafter without a model of its own has nothing to catch up."""
+
     def check(self, params: SpeculativeParams) -> None:
         """Raise ValueError when a request with these settings cannot use this drafter."""
 

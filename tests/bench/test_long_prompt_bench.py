@@ -4,6 +4,7 @@ reports their medians (the issue's targets are medians of alternated runs), on a
 import asyncio
 
 from engine.bench import long_prompt
+from engine.requests import SpecMethod, SpeculativeParams
 
 
 def test_each_turn_gives_its_own_ratios_and_the_medians_are_reported():
@@ -40,3 +41,26 @@ def test_a_chat_turn_still_waiting_counts_its_wait_until_the_window_ends():
     replies = [[1.0, 1.1], [3.0, 3.2], []]
     submitted = [0.5, 2.0, 4.0]  # the first before the window; the last never answered in it
     assert long_prompt._turn_waits(replies, submitted, 1.5, 5.0) == [1.0, 1.0]
+
+
+def test_with_a_draft_model_the_long_reply_runs_on_so_its_catch_up_is_measured():
+    """Every request drafts; the long prompt's reply runs on past its first token, so the
+    window whose gaps count holds its draft model's catch-up on its history."""
+    row = asyncio.run(
+        long_prompt.measure(
+            "random:tiny",
+            long_tokens=128,
+            running=2,
+            prefill_chunk=None,
+            settle_tokens=3,
+            gap_factor=3.0,
+            repeats=1,
+            speculative=SpeculativeParams(method=SpecMethod.DRAFT_MODEL, draft_tokens=3),
+            draft_model="random:tiny",
+        )
+    )
+    assert row["speculative"] == "draft" and row["draft_model"] == "random:tiny"
+    assert row["long_prompt_reply_tokens"] == long_prompt.DEFAULT_FOLLOW_TOKENS
+    assert row["gap_ratio"] > 0 and row["ttft_ratio"] > 0
+    slowest = row["decode_steps_slowest_ms"]
+    assert slowest == sorted(slowest, reverse=True) and len(slowest) <= 5

@@ -1,0 +1,113 @@
+"""A row that joins with a draft model has its history processed by the draft model inside the
+running batch's verify rounds, so every running row waits for it. Beside running rows that
+catch-up goes within the pacer's share of a round, not in whole prefill chunks; a row running
+alone still catches up in whole chunks. Every reply stays exactly mlx_lm.generate's."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.models import load_model
+from engine.requests import ErrorEvent, GenerationRequest, SpecMethod, SpeculativeParams, TokenEvent
+from engine.speculative.catch_up_pacer import (
+    DEFAULT_FIRST_CATCH_UP,
+    DEFAULT_MIN_CATCH_UP,
+    CatchUpPacer,
+)
+from engine.speculative.draft_model import DraftModelDrafter
+from tests.engine.engine_harness import P_A, P_B, make_core, make_prompt
+
+pytestmark = pytest.mark.timeout(120)
+
+DRAFT = "draft:self"  # the target drafts for itself: every draft accepted once caught up
+LONG = make_prompt(31, 400)
+CHUNK = 512  # the drafter's whole chunk: more than the long prompt
+
+
+def _core_with_draft(tiny):
+    core = make_core(tiny, prefill_chunk=64)
+    drafter = DraftModelDrafter(load_model(str(tiny.path)), prefill_chunk=CHUNK)
+    forwards: list[int] = []  # the width of each catch-up forward (a row's history, alone)
+    model = drafter.model
+
+    class Counting:
+        def __getattr__(self, name):
+            return getattr(model, name)
+
+        def __call__(self, x, cache=None):
+            if x.shape[0] == 1 and x.shape[1] > 1 and cache is not drafter._cache:
+                forwards.append(x.shape[1])
+            return model(x, cache=cache)
+
+    drafter.model = Counting()
+    core.set_drafter(drafter, name=DRAFT)
+    return core, drafter, forwards
+
+
+def _request(prompt: list[int], max_tokens: int) -> GenerationRequest:
+    spec = SpeculativeParams(method=SpecMethod.DRAFT_MODEL, draft_tokens=3)
+    return GenerationRequest(prompt_tokens=prompt, max_tokens=max_tokens, speculative=spec)
+
+
+def _step(core, tokens: dict[str, list[int]]) -> None:
+    for event in core.step():
+        assert not isinstance(event, ErrorEvent), event
+        if isinstance(event, TokenEvent):
+            tokens.setdefault(event.request_id, []).extend(event.token_ids)
+
+
+def test_a_long_history_catches_up_in_paced_rounds_beside_running_rows(tiny):
+    core, drafter, forwards = _core_with_draft(tiny)
+    tokens: dict[str, list[int]] = {}
+    chats = [_request(P_A, 90), _request(P_B, 90)]
+    for chat in chats:
+        core.add(chat, draft=DRAFT)
+    while len(drafter._ids) < 2:  # both chats drafting
+        _step(core, tokens)
+    forwards.clear()
+    long = _request(LONG, 40)
+    core.add(long, draft=DRAFT)
+    while long.request_id not in drafter._ids:
+        assert core.has_work()
+        _step(core, tokens)
+    # the prompt and the reply's first tokens, once, in pieces
+    assert len(LONG) - 1 <= sum(forwards) < len(LONG) + 8, forwards
+    assert forwards[0] <= DEFAULT_FIRST_CATCH_UP, forwards
+    assert len(forwards) >= 2, forwards
+    assert max(forwards) < len(LONG) - 1, forwards
+    assert all(r.request_id in tokens for r in chats)
+    while core.has_work():
+        _step(core, tokens)
+    assert tokens[long.request_id] == tiny.greedy(LONG, 40)
+    for chat, prompt in zip(chats, (P_A, P_B)):
+        assert tokens[chat.request_id] == tiny.greedy(prompt, 90)
+
+
+def test_a_row_running_alone_catches_up_in_whole_chunks(tiny):
+    core, drafter, forwards = _core_with_draft(tiny)
+    tokens: dict[str, list[int]] = {}
+    long = _request(LONG, 12)
+    core.add(long, draft=DRAFT)
+    while core.has_work():
+        _step(core, tokens)
+    assert len(forwards) == 1 and forwards[0] >= len(LONG) - 1, "nobody waited: one forward"
+    assert tokens[long.request_id] == tiny.greedy(LONG, 12)
+
+
+def test_the_budget_follows_the_measured_cost_within_its_bounds():
+    pacer = CatchUpPacer(max_chunk=512)
+    assert pacer.budget() == 512  # nobody waits
+    pacer.share_s = 0.1
+    assert pacer.budget() == DEFAULT_FIRST_CATCH_UP
+    pacer.observe(64, 0.025)  # 64 tokens took a quarter of the share: at most twice as many
+    assert pacer.budget() == 128
+    pacer.observe(128, 0.4)  # four times the share: at most halved
+    assert pacer.budget() == 64
+    for _ in range(10):
+        pacer.observe(pacer.budget(), 10.0)
+    assert pacer.budget() == DEFAULT_MIN_CATCH_UP  # a long history still moves
+    pacer.share_s = 0.0  # the step's prompt chunks took the share: the least, and no resize
+    pacer.observe(16, 0.001)
+    assert pacer.budget() == DEFAULT_MIN_CATCH_UP
+    pow2 = CatchUpPacer(max_chunk=2048, pow2=True, chunk=300, share_s=0.1)
+    assert pow2.budget() == 256
