@@ -191,7 +191,7 @@ class EngineCore:
             start = time.perf_counter()
             output = self.executor.execute(plan, while_waiting=self.scheduler.stream_deferred)
             self.scheduler.pacer.observe(
-                time.perf_counter() - start - output.one_off_s,
+                time.perf_counter() - start - output.one_off_s - output.catch_up_s,
                 prefill_tokens=sum(c.tokens for c in plan.prefill),
                 decoding=bool(plan.decode),
                 joined=len(plan.join),

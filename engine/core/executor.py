@@ -119,7 +119,8 @@ class ModelExecutor:
             self._prefill(plan, out, work, carried=carried)
         for state in plan.admit:
             self._admit(state, out)
-        no_prompts = not (plan.join or plan.prefill or plan.admit)
+        out.catch_up_s = sum(drafter.catch_up_s() for drafter in self.drafters.values())
+        no_prompts = not (plan.join or plan.prefill or plan.admit or out.catch_up_s)
         self.ahead.step_ended(out, began, prompts=not no_prompts)
         only_decoded = no_prompts and not plan.leave
         if only_decoded and self._step_shape is not None:

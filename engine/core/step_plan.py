@@ -91,6 +91,9 @@ class StepOutput:
     # one-off work the step also did (a model's check, about a second on the H200): its wall
     # time less this is what its work cost (the prefill pacer's measurement)
     one_off_s: float = 0.0
+    # drafters catching up on new rows' histories (Drafter.catch_up_s): prompt work, so not
+    # part of the step's decode time either
+    catch_up_s: float = 0.0
 
     def add_run(self, request_id: str, run: TokenRun) -> None:
         self.runs.setdefault(request_id, []).append(run)

@@ -87,6 +87,7 @@ class DraftModelDrafter(Drafter):
         self._fed: list[_Fed] = []
         self._cache: list[Any] | None = None
         self._joining: dict[str, _Joining] = {}
+        self._catch_up_spent = 0.0  # seconds this step (catch_up_s)
 
     # -- the Drafter interface -----------------------------------------------------------------
 
@@ -106,6 +107,10 @@ class DraftModelDrafter(Drafter):
 
     def pace(self, share_s: float | None) -> None:
         self.pacer.share_s = share_s
+        self._catch_up_spent = 0.0
+
+    def catch_up_s(self) -> float:
+        return self._catch_up_spent
 
     def cache_bytes(self) -> int:
         return held_bytes(self._cache) + held_bytes([j.cache for j in self._joining.values()])
@@ -134,7 +139,9 @@ class DraftModelDrafter(Drafter):
         for row in sorted(rows, key=self._left):
             fed += self._catch_up_alone(row, max(budget - fed, 0))
         if fed:
-            self.pacer.observe(fed, time.perf_counter() - start)
+            spent = time.perf_counter() - start
+            self.pacer.observe(fed, spent)
+            self._catch_up_spent += spent
 
     def _left(self, row: DraftRow) -> int:
         joining = self._joining.get(row.request_id)

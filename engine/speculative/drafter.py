@@ -83,6 +83,11 @@ class Drafter:
         other rows wait (None: nobody waits; 0: the least it can, the step's prompt chunks
         took the share). A drafter without a model of its own has nothing to catch up."""
 
+    def catch_up_s(self) -> float:
+        """Seconds this step's proposals spent catching up on new rows' histories (since
+        `pace`): prompt work, kept out of the step's decode time."""
+        return 0.0
+
     def check(self, params: SpeculativeParams) -> None:
         """Raise ValueError when a request with these settings cannot use this drafter."""
 

@@ -5,6 +5,8 @@ alone still catches up in whole chunks. Every reply stays exactly mlx_lm.generat
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from engine.models import load_model
@@ -24,7 +26,9 @@ LONG = make_prompt(31, 400)
 CHUNK = 512  # the drafter's whole chunk: more than the long prompt
 
 
-def _core_with_draft(tiny):
+def _core_with_draft(tiny, *, slow_s: float = 0.0):
+    """A core whose draft model is the target itself; each catch-up forward is recorded, and
+    takes `slow_s` longer (a draft model dear to catch up with)."""
     core = make_core(tiny, prefill_chunk=64)
     drafter = DraftModelDrafter(load_model(str(tiny.path)), prefill_chunk=CHUNK)
     forwards: list[int] = []  # the width of each catch-up forward (a row's history, alone)
@@ -37,6 +41,7 @@ def _core_with_draft(tiny):
         def __call__(self, x, cache=None):
             if x.shape[0] == 1 and x.shape[1] > 1 and cache is not drafter._cache:
                 forwards.append(x.shape[1])
+                time.sleep(slow_s)
             return model(x, cache=cache)
 
     drafter.model = Counting()
@@ -81,6 +86,31 @@ def test_a_long_history_catches_up_in_paced_rounds_beside_running_rows(tiny):
     assert tokens[long.request_id] == tiny.greedy(LONG, 40)
     for chat, prompt in zip(chats, (P_A, P_B)):
         assert tokens[chat.request_id] == tiny.greedy(prompt, 90)
+
+
+def test_a_dear_catch_up_shrinks_to_the_least_chunk_and_is_not_taken_for_decoding(tiny):
+    """Catch-up rounds are prompt work: counted as decode steps they raised the pacer's decode
+    step, hence the share, hence the catch-up (on the 2-core CPU the median step went from
+    0.8 s to 1.7 s while a 1,024-token history caught up)."""
+    slow_s = 0.2
+    core, drafter, forwards = _core_with_draft(tiny, slow_s=slow_s)
+    tokens: dict[str, list[int]] = {}
+    chats = [_request(P_A, 200), _request(P_B, 200)]
+    for chat in chats:
+        core.add(chat, draft=DRAFT)
+    while len(drafter._ids) < 2:
+        _step(core, tokens)
+    forwards.clear()
+    long = _request(LONG[:200], 60)
+    core.add(long, draft=DRAFT)
+    while long.request_id not in drafter._ids:
+        assert len(tokens.get(long.request_id, [])) < 60, "caught up before its reply ended"
+        _step(core, tokens)
+    assert forwards[:3] == [DEFAULT_FIRST_CATCH_UP, 32, DEFAULT_MIN_CATCH_UP], forwards
+    assert max(core.scheduler.pacer.decode_times) < slow_s, "no catch-up counted as decoding"
+    while core.has_work():
+        _step(core, tokens)
+    assert tokens[long.request_id] == tiny.greedy(LONG[:200], 60)
 
 
 def test_a_row_running_alone_catches_up_in_whole_chunks(tiny):
