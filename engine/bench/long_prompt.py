@@ -215,6 +215,7 @@ async def measure(
                 steps=[s for s in trace if s.prefill_tokens > 0 and s.decoding],
                 joins=[s for s in trace if s.joined and s.decoding],
                 decode=[s.seconds for s in trace if s.decoding and not s.prefill_tokens],
+                catch_ups=[s for s in trace if s.catch_up_s > 0],
             )
         )
     timing = await engine.run_on_engine_thread(lambda: engine._worker.core_for().scheduler.timing)
@@ -267,8 +268,12 @@ async def measure(
         "decode_step_median_ms": round(1e3 * statistics.median(decode_steps), 2)
         if decode_steps
         else None,
-        # and its slowest ones (a draft model catching up on a history runs in such steps)
-        "decode_steps_slowest_ms": [round(1e3 * s, 2) for s in sorted(decode_steps)[-5:][::-1]],
+        # each turn's steps in which a draft model caught up on a new row's history (the long
+        # prompt's, when speculating): (ms catching up, ms the rest of the step) each
+        "catch_up_steps_runs": [
+            [[round(1e3 * s.catch_up_s, 2), round(1e3 * s.seconds, 2)] for s in t["catch_ups"]]
+            for t in turns
+        ],
     }
 
 

@@ -195,6 +195,7 @@ class EngineCore:
                 prefill_tokens=sum(c.tokens for c in plan.prefill),
                 decoding=bool(plan.decode),
                 joined=len(plan.join),
+                catch_up_s=output.catch_up_s,
             )
             self.scheduler.update(plan, output)
         except Exception as exc:  # noqa: BLE001 - no row can be blamed: end them all, once

@@ -76,6 +76,7 @@ class PacedStep:
     seconds: float
     next_chunk: int | None
     joined: int = 0  # rows whose prompt was done, merged into the batch in this step
+    catch_up_s: float = 0.0  # drafters catching up on new rows' histories, left out of `seconds`
 
 
 @dataclass
@@ -124,12 +125,21 @@ class PrefillPacer:
         return 1 << (tokens.bit_length() - 1), 0
 
     def observe(
-        self, seconds: float, *, prefill_tokens: int, decoding: bool, joined: int = 0
+        self,
+        seconds: float,
+        *,
+        prefill_tokens: int,
+        decoding: bool,
+        joined: int = 0,
+        catch_up_s: float = 0.0,
     ) -> None:
-        """One step's wall time, with what it did."""
+        """One step's wall time, with what it did (`catch_up_s`: for the trace only, the
+        seconds left out of it for drafters catching up)."""
         self._observe(seconds, prefill_tokens=prefill_tokens, decoding=decoding)
         if self.trace is not None:
-            self.trace.append(PacedStep(prefill_tokens, decoding, seconds, self.chunk, joined))
+            self.trace.append(
+                PacedStep(prefill_tokens, decoding, seconds, self.chunk, joined, catch_up_s)
+            )
 
     def _observe(self, seconds: float, *, prefill_tokens: int, decoding: bool) -> None:
         if seconds <= 0 or self.gap_factor is None:

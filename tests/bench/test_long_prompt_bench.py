@@ -62,5 +62,5 @@ def test_with_a_draft_model_the_long_reply_runs_on_so_its_catch_up_is_measured()
     assert row["speculative"] == "draft" and row["draft_model"] == "random:tiny"
     assert row["long_prompt_reply_tokens"] == long_prompt.DEFAULT_FOLLOW_TOKENS
     assert row["gap_ratio"] > 0 and row["ttft_ratio"] > 0
-    slowest = row["decode_steps_slowest_ms"]
-    assert slowest == sorted(slowest, reverse=True) and len(slowest) <= 5
+    (catch_ups,) = row["catch_up_steps_runs"]
+    assert catch_ups and all(spent > 0 for spent, _ in catch_ups), "the draft's catch-up is traced"

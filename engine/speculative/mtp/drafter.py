@@ -11,6 +11,8 @@ target hidden state), so the cache only holds pairs of each row's real history a
 needs rolling back when the target rejects a guess. A new row, or one whose handed positions do
 not follow what it holds (a prompt-cache hit's prefix, rounds another drafter served), first
 feeds its pairs alone into a fresh cache and then joins: drafts may be worse, tokens stay exact.
+While other rows wait on the round, a long history (a long prompt's every position) is fed a
+share of it per round (engine/speculative/catch_up_pacer.py); the row drafts once it has joined.
 
 The prompt cache stores a leaving row's MTP cache beside the target's (`export_row`, once the
 pairs up to the target's last cached position are fed) and gives it back with a hit
@@ -22,21 +24,42 @@ is kept only when it equals the target's sample.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import mlx.core as mx
 from mlx_lm.models.cache import KVCache
 
 from engine.cache.batch_rows import merge_row_cache
+from engine.device import on_cuda
 from engine.hidden import embedding, lm_head
 from engine.hosting.memory_budget import held_bytes
 from engine.requests import SpecMethod
+from engine.speculative.catch_up_pacer import CatchUpPacer
 from engine.speculative.drafter import Drafter, DraftRow
 from engine.speculative.mtp.module import MtpModule
 from engine.speculative.rollback import rollback_rows
 
 DEFAULT_BATCHED_PAIRS = 64  # a row handed more pairs than this feeds them alone first
+DEFAULT_CATCH_UP_MAX = 8192  # pairs a row feeds alone in one round when nobody waits
+
+
+@dataclass
+class _Joining:
+    """A row feeding its pairs alone before it joins the batched cache: the pairs handed but
+    not fed yet, from position `fed_to`."""
+
+    cache: KVCache
+    start: int  # the first position its cache holds
+    fed_to: int
+    tokens: mx.array  # [n] the token after each pending position
+    hidden: mx.array  # [n, d] its hidden state
+
+    @property
+    def handed_to(self) -> int:
+        return self.fed_to + self.tokens.shape[0]
 
 
 class MtpDrafter(Drafter):
@@ -56,6 +79,9 @@ class MtpDrafter(Drafter):
         self._next: list[int] = []  # per row: the position whose hidden state comes next
         self._start: list[int] = []  # per row: the first position its cache holds
         self._cache: list[Any] | None = None  # [one batched cache]: the MTP layer's
+        self._joining: dict[str, _Joining] = {}
+        self.pacer = CatchUpPacer(max_chunk=DEFAULT_CATCH_UP_MAX, pow2=on_cuda())
+        self._catch_up_spent = 0.0  # seconds this step (catch_up_s)
 
     # -- the Drafter interface -----------------------------------------------------------------
 
@@ -68,14 +94,25 @@ class MtpDrafter(Drafter):
 
     def forget(self, request_ids: Iterable[str]) -> None:
         gone = set(request_ids)
+        for rid in gone & self._joining.keys():
+            del self._joining[rid]
         if gone & set(self._ids):
             self._keep([i for i, rid in enumerate(self._ids) if rid not in gone])
 
     def reset(self) -> None:
         self._ids, self._next, self._start, self._cache = [], [], [], None
+        self._joining = {}
+
+    def pace(self, share_s: float | None) -> None:
+        self.pacer.share_s = share_s
+        self._catch_up_spent = 0.0
+
+    def catch_up_s(self) -> float:
+        return self._catch_up_spent
 
     def cache_bytes(self) -> int:
-        return held_bytes(self._cache)
+        joining = [[j.cache, j.hidden] for j in self._joining.values()]
+        return held_bytes(self._cache) + held_bytes(joining)
 
     # -- rows joining and leaving --------------------------------------------------------------
 
@@ -172,17 +209,12 @@ class MtpDrafter(Drafter):
             self._keep([i for i in range(len(self._ids)) if i not in stale])
         last: dict[str, tuple[mx.array, mx.array]] = {}  # rid -> (output, chain state) [1, d]
         index = {rid: i for i, rid in enumerate(self._ids)}
-        for rid, row in asked.items():
-            if rid not in index:  # new, after a gap, or a long catch-up: alone, then join
-                tokens, hidden = self._pairs(row)
-                cache = KVCache()
-                out, chain = self.mtp(self.embed(tokens[None]), hidden[None], cache)
-                last[rid] = (out[:, -1], chain[:, -1])
-                self._join(rid, cache, row.hidden_start + hidden.shape[0], row.hidden_start)
+        # new, after a gap, or a long catch-up: alone, then join
+        self._catch_up([row for rid, row in asked.items() if rid not in index], last)
         fed = [rid in asked and rid not in last for rid in self._ids]
         if any(fed):
             self._feed_batch([asked[rid] if f else None for rid, f in zip(self._ids, fed)], last)
-        if not asked:
+        if not asked or not self._ids:  # none asked, or all still catching up
             return [[] for _ in rows]
         k = max(r.k for r in asked.values())
         d = self.mtp.norm.weight.shape[0]
@@ -202,7 +234,47 @@ class MtpDrafter(Drafter):
             rollback_rows(self._cache, [k - 1] * len(self._ids))  # guesses, not history
         mx.eval(drafts, self._cache[0].state)
         table = dict(zip(self._ids, drafts.tolist()))
-        return [table[r.request_id][: r.k] if r.request_id in asked else [] for r in rows]
+        drafted = asked.keys() & table.keys()  # a row still catching up drafts next round
+        return [table[r.request_id][: r.k] if r.request_id in drafted else [] for r in rows]
+
+    def _catch_up(self, rows: list[DraftRow], last: dict[str, tuple[mx.array, mx.array]]) -> None:
+        """Feed new rows' pairs alone within this round's budget, the rows with the fewest
+        pairs pending first; a row fed to the end of its handed pairs joins the batch (its
+        first draft comes off `last`), the others keep the rest for the next round."""
+        budget, fed = self.pacer.budget(), 0
+        start = time.perf_counter()
+        joining = [self._hand_over(row) for row in rows]
+        for rid, j in sorted(zip([r.request_id for r in rows], joining), key=_pending):
+            n = min(j.tokens.shape[0], max(budget - fed, 0))
+            if n == 0:
+                continue
+            out, chain = self.mtp(self.embed(j.tokens[None, :n]), j.hidden[None, :n], j.cache)
+            fed += n
+            if n < j.tokens.shape[0]:
+                mx.eval(j.cache.state)
+                j.tokens, j.hidden, j.fed_to = j.tokens[n:], j.hidden[n:], j.fed_to + n
+                continue
+            last[rid] = (out[:, -1], chain[:, -1])
+            mx.eval(j.cache.state, *last[rid])
+            del self._joining[rid]
+            self._join(rid, j.cache, j.fed_to + n, j.start)
+        if fed:
+            spent = time.perf_counter() - start
+            self.pacer.observe(fed, spent)
+            self._catch_up_spent += spent
+
+    def _hand_over(self, row: DraftRow) -> _Joining:
+        """The row's joining state with its newly handed pairs added; a fresh one when they do
+        not follow what it holds."""
+        tokens, hidden = self._pairs(row)
+        j = self._joining.get(row.request_id)
+        if j is None or j.handed_to != row.hidden_start:
+            j = _Joining(KVCache(), row.hidden_start, row.hidden_start, tokens, hidden)
+        else:
+            j.tokens = mx.concatenate([j.tokens, tokens])
+            j.hidden = mx.concatenate([j.hidden, hidden])
+        self._joining[row.request_id] = j
+        return j
 
     def _feed_batch(
         self, rows: list[DraftRow | None], last: dict[str, tuple[mx.array, mx.array]]
@@ -227,3 +299,7 @@ class MtpDrafter(Drafter):
             if row is not None:
                 last[row.request_id] = (out[i : i + 1, n - 1], chain[i : i + 1, n - 1])
                 self._next[i] = row.hidden_start + n
+
+
+def _pending(item: tuple[str, _Joining]) -> int:
+    return item[1].tokens.shape[0]
