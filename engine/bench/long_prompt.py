@@ -314,8 +314,10 @@ def run_sync(
 
 
 def print_long_prompt(row: dict[str, Any]) -> None:
+    spec = row.get("speculative", SpecMethod.OFF.value)
+    drafting = "" if spec == SpecMethod.OFF.value else f", every request drafting ({spec})"
     print(
-        f"gap factor {row['prefill_gap_factor']}, shared forward {row.get('packed_prefill')}: long prompt {row['long_prompt_tokens']} tokens beside {row['running_chats']} chats: "
+        f"gap factor {row['prefill_gap_factor']}, shared forward {row.get('packed_prefill')}: long prompt {row['long_prompt_tokens']} tokens beside {row['running_chats']} chats{drafting}: "
         f"p99 gap {row['gap_p99_with_long_prompt_s']:.3f}s vs {row['gap_p99_without_s']:.3f}s "
         f"(x{row['gap_ratio']}); first token {row['long_prompt_ttft_beside_chats_s']:.2f}s vs "
         f"{row['long_prompt_ttft_alone_s']:.2f}s alone (x{row['ttft_ratio']}); a chat's next "
