@@ -40,10 +40,10 @@ def test_a_long_prompt_on_one_model_is_paced_while_another_models_chat_decodes(m
     beside: list[int] = []  # a's prompt tokens per step while b's rows decoded
     real_observe = PrefillPacer.observe
 
-    def recorded(self, seconds, *, prefill_tokens, decoding, joined=0):
+    def recorded(self, seconds, *, prefill_tokens, decoding, **what):
         if prefill_tokens > len(P_A) and not decoding:  # a's prompt: a has no rows of its own
             beside.append(prefill_tokens)
-        real_observe(self, seconds, prefill_tokens=prefill_tokens, decoding=decoding, joined=joined)
+        real_observe(self, seconds, prefill_tokens=prefill_tokens, decoding=decoding, **what)
 
     monkeypatch.setattr(PrefillPacer, "observe", recorded)
 
