@@ -1,8 +1,10 @@
 """Session 20: the long-prompt benchmark with every request drafting with a draft model (the
 default model drafting for itself: the dearest draft there is, a cost ratio of one), the draft's
 catch-up on the long prompt in whole prefill chunks (before) and paced (after,
-engine/speculative/catch_up_pacer.py), alternated in one process.
-Run: PYTHONPATH=. python THIS OUT.json [turns] [long tokens]."""
+engine/speculative/catch_up_pacer.py), alternated in one process. With "head" as the fourth
+argument the requests draft with the default model's trained draft head instead (the app's
+"draft" for it; before, a new row's every position went through the head in one forward).
+Run: PYTHONPATH=. python THIS OUT.json [turns] [long tokens] [head]."""
 
 from __future__ import annotations
 
@@ -37,7 +39,7 @@ KEYS = (
 )
 
 
-def measure_once(long_tokens: int) -> dict:
+def measure_once(long_tokens: int, *, head: bool = False) -> dict:
     return asyncio.run(
         long_prompt.measure(
             None,
@@ -48,7 +50,7 @@ def measure_once(long_tokens: int) -> dict:
             gap_factor=3.0,
             repeats=1,
             speculative=SpeculativeParams(method=SpecMethod.DRAFT_MODEL, draft_tokens=3),
-            draft_model=str(default_model_dir()),
+            draft_model=None if head else str(default_model_dir()),
         )
     )
 
@@ -56,11 +58,12 @@ def measure_once(long_tokens: int) -> dict:
 if __name__ == "__main__":
     turns = int(sys.argv[2]) if len(sys.argv) > 2 else 2
     long_tokens = int(sys.argv[3]) if len(sys.argv) > 3 else 1024
+    head = len(sys.argv) > 4 and sys.argv[4] == "head"
     rows = []
     for turn in range(turns):
         for name, budget in (("whole_chunks", whole_chunks), ("paced", PACED)):
             CatchUpPacer.budget = budget
-            row = measure_once(long_tokens)
+            row = measure_once(long_tokens, head=head)
             rows.append({"catch_up": name, "turn": turn, **{k: row[k] for k in KEYS}})
             print(rows[-1], flush=True)
             with open(sys.argv[1], "w") as f:
