@@ -7,8 +7,9 @@ from engine.bench import long_prompt
 from engine.requests import SpecMethod, SpeculativeParams
 
 
-def test_each_turn_gives_its_own_ratios_and_the_medians_are_reported():
-    row = asyncio.run(
+def _measure(**options) -> dict:
+    """The benchmark on a tiny random model: a 128-token prompt beside two chats."""
+    return asyncio.run(
         long_prompt.measure(
             "random:tiny",
             long_tokens=128,
@@ -16,9 +17,13 @@ def test_each_turn_gives_its_own_ratios_and_the_medians_are_reported():
             prefill_chunk=None,
             settle_tokens=3,
             gap_factor=3.0,
-            repeats=3,
+            **options,
         )
     )
+
+
+def test_each_turn_gives_its_own_ratios_and_the_medians_are_reported():
+    row = _measure(repeats=3)
     assert row["repeats"] == 3
     assert len(row["ttft_ratio_runs"]) == len(row["gap_ratio_runs"]) == 3
     assert row["ttft_ratio"] == sorted(row["ttft_ratio_runs"])[1]
@@ -46,18 +51,10 @@ def test_a_chat_turn_still_waiting_counts_its_wait_until_the_window_ends():
 def test_with_a_draft_model_the_long_reply_runs_on_so_its_catch_up_is_measured():
     """Every request drafts; the long prompt's reply runs on past its first token, so the
     window whose gaps count holds its draft model's catch-up on its history."""
-    row = asyncio.run(
-        long_prompt.measure(
-            "random:tiny",
-            long_tokens=128,
-            running=2,
-            prefill_chunk=None,
-            settle_tokens=3,
-            gap_factor=3.0,
-            repeats=1,
-            speculative=SpeculativeParams(method=SpecMethod.DRAFT_MODEL, draft_tokens=3),
-            draft_model="random:tiny",
-        )
+    row = _measure(
+        repeats=1,
+        speculative=SpeculativeParams(method=SpecMethod.DRAFT_MODEL, draft_tokens=3),
+        draft_model="random:tiny",
     )
     assert row["speculative"] == "draft" and row["draft_model"] == "random:tiny"
     assert row["long_prompt_reply_tokens"] == long_prompt.DEFAULT_FOLLOW_TOKENS
