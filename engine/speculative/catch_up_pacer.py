@@ -29,6 +29,18 @@ class CatchUpPacer:
     # this round's share: seconds the catch-up may add while other rows wait (None: nobody
     # waits, whole chunks; 0: the least chunk, the step's prompt work took the share)
     share_s: float | None = None
+    spent_s: float = 0.0  # seconds this step's catch-up took (Drafter.catch_up_s)
+
+    def begin_step(self, share_s: float | None) -> None:
+        """A new step, with its share (Drafter.pace)."""
+        self.share_s, self.spent_s = share_s, 0.0
+
+    def took(self, tokens: int, seconds: float) -> None:
+        """A round's catch-up fed `tokens` in `seconds`: counted for the step, and the budget
+        resized from it."""
+        if tokens > 0:
+            self.spent_s += seconds
+            self.observe(tokens, seconds)
 
     def budget(self) -> int:
         """Tokens this round's catch-up may feed, over all the rows catching up."""

@@ -87,7 +87,6 @@ class DraftModelDrafter(Drafter):
         self._fed: list[_Fed] = []
         self._cache: list[Any] | None = None
         self._joining: dict[str, _Joining] = {}
-        self._catch_up_spent = 0.0  # seconds this step (catch_up_s)
 
     # -- the Drafter interface -----------------------------------------------------------------
 
@@ -106,11 +105,10 @@ class DraftModelDrafter(Drafter):
             self._keep([i for i, rid in enumerate(self._ids) if rid not in gone])
 
     def pace(self, share_s: float | None) -> None:
-        self.pacer.share_s = share_s
-        self._catch_up_spent = 0.0
+        self.pacer.begin_step(share_s)
 
     def catch_up_s(self) -> float:
-        return self._catch_up_spent
+        return self.pacer.spent_s
 
     def cache_bytes(self) -> int:
         return held_bytes(self._cache) + held_bytes([j.cache for j in self._joining.values()])
@@ -138,10 +136,7 @@ class DraftModelDrafter(Drafter):
         start = time.perf_counter()
         for row in sorted(rows, key=self._left):
             fed += self._catch_up_alone(row, max(budget - fed, 0))
-        if fed:
-            spent = time.perf_counter() - start
-            self.pacer.observe(fed, spent)
-            self._catch_up_spent += spent
+        self.pacer.took(fed, time.perf_counter() - start)
 
     def _left(self, row: DraftRow) -> int:
         joining = self._joining.get(row.request_id)

@@ -141,3 +141,13 @@ def test_the_budget_follows_the_measured_cost_within_its_bounds():
     assert pacer.budget() == DEFAULT_MIN_CATCH_UP
     pow2 = CatchUpPacer(max_chunk=2048, pow2=True, chunk=300, share_s=0.1)
     assert pow2.budget() == 256
+
+
+def test_a_step_counts_what_its_catch_up_took_and_starts_again_at_zero():
+    pacer = CatchUpPacer(max_chunk=512)
+    pacer.begin_step(0.1)
+    pacer.took(64, 0.02)
+    pacer.took(0, 0.5)  # nothing fed: nothing counted
+    assert pacer.spent_s == 0.02 and pacer.budget() == 128
+    pacer.begin_step(None)
+    assert pacer.spent_s == 0.0 and pacer.budget() == 512

@@ -81,7 +81,6 @@ class MtpDrafter(Drafter):
         self._cache: list[Any] | None = None  # [one batched cache]: the MTP layer's
         self._joining: dict[str, _Joining] = {}
         self.pacer = CatchUpPacer(max_chunk=DEFAULT_CATCH_UP_MAX, pow2=on_cuda())
-        self._catch_up_spent = 0.0  # seconds this step (catch_up_s)
 
     # -- the Drafter interface -----------------------------------------------------------------
 
@@ -104,11 +103,10 @@ class MtpDrafter(Drafter):
         self._joining = {}
 
     def pace(self, share_s: float | None) -> None:
-        self.pacer.share_s = share_s
-        self._catch_up_spent = 0.0
+        self.pacer.begin_step(share_s)
 
     def catch_up_s(self) -> float:
-        return self._catch_up_spent
+        return self.pacer.spent_s
 
     def cache_bytes(self) -> int:
         joining = [[j.cache, j.hidden] for j in self._joining.values()]
@@ -258,10 +256,7 @@ class MtpDrafter(Drafter):
             mx.eval(j.cache.state, *last[rid])
             del self._joining[rid]
             self._join(rid, j.cache, j.fed_to + n, j.start)
-        if fed:
-            spent = time.perf_counter() - start
-            self.pacer.observe(fed, spent)
-            self._catch_up_spent += spent
+        self.pacer.took(fed, time.perf_counter() - start)
 
     def _hand_over(self, row: DraftRow) -> _Joining:
         """The row's joining state with its newly handed pairs added; a fresh one when they do
