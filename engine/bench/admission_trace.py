@@ -5,6 +5,10 @@ mlx-lm's BatchGenerator takes to give every row its first token, alternated over
 runs after an untimed one of each.
 
 `python -m engine.bench.admission_trace --model random:1b --concurrency 32 --repeats 3`
+
+`--prompt-tokens N` makes each prompt N tokens long (its chat prompt repeated); `--paced-too`
+also runs each turn with the burst's rows owed their gap, as before bursts were told apart
+(engine/core/scheduler.py, `burst_s`).
 """
 
 from __future__ import annotations
@@ -25,9 +29,13 @@ DEFAULT_CONCURRENCY = 32
 DEFAULT_REPEATS = 3
 
 
-def trace_ours(core: Any, prompts: list[list[int]]) -> dict:
-    """Step until every row has a first token; each step's plan and wall time."""
+def trace_ours(core: Any, prompts: list[list[int]], *, burst_s: float | None = None) -> dict:
+    """Step until every row has a first token; each step's plan and wall time (`burst_s`: the
+    scheduler's burst window for this run)."""
     scheduler = core.scheduler
+    default_burst_s = scheduler.burst_s
+    if burst_s is not None:
+        scheduler.burst_s = burst_s
     plans: list[Any] = []
     schedule = scheduler.schedule
 
@@ -69,6 +77,7 @@ def trace_ours(core: Any, prompts: list[list[int]]) -> dict:
             )
     finally:
         scheduler.schedule = schedule
+        scheduler.burst_s = default_burst_s
         for rid in ids:
             core.cancel(rid)
         while core.has_work():
@@ -115,6 +124,10 @@ def main(argv: list[str] | None = None) -> int:
         default=str(DEFAULT_PREFILL_GAP_FACTOR),
         help="the prefill pacer's gap factor; 'none': whole chunks beside decoding rows",
     )
+    parser.add_argument("--prompt-tokens", type=int, default=None, help="default: chat prompts")
+    parser.add_argument(
+        "--paced-too", action="store_true", help="also run with a burst's rows owed their gap"
+    )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
 
@@ -134,12 +147,16 @@ def main(argv: list[str] | None = None) -> int:
     core = EngineCore(loaded, config=config)
     messages = messages_for("chat", args.concurrency)
     prompts = [prompt_ids(loaded.tokenizer, m) for m in messages]
+    if args.prompt_tokens:
+        prompts = [(p * (args.prompt_tokens // len(p) + 1))[: args.prompt_tokens] for p in prompts]
     trace_ours(core, prompts)  # untimed: kernels and graphs for these shapes
     trace_batch_generator(loaded.model, loaded.tokenizer, prompts)
-    ours, theirs = [], []
+    ours, theirs, paced = [], [], []
     for _ in range(args.repeats):
         ours.append(trace_ours(core, prompts))
         theirs.append(trace_batch_generator(loaded.model, loaded.tokenizer, prompts))
+        if args.paced_too:
+            paced.append(trace_ours(core, prompts, burst_s=-1.0))
     median = statistics.median
     report = {
         "model": loaded.info.name,
@@ -152,7 +169,14 @@ def main(argv: list[str] | None = None) -> int:
         "batchgen_all_first_s": median(r["all_first_s"] for r in theirs),
         "batchgen_mean_ttft_s": median(r["mean_ttft_s"] for r in theirs),
         "ours_steps": ours[-1]["steps"],
+        "ours_runs_all_first_s": [r["all_first_s"] for r in ours],
+        "batchgen_runs_all_first_s": [r["all_first_s"] for r in theirs],
     }
+    if paced:
+        report["paced_all_first_s"] = median(r["all_first_s"] for r in paced)
+        report["paced_mean_ttft_s"] = median(r["mean_ttft_s"] for r in paced)
+        report["paced_runs_all_first_s"] = [r["all_first_s"] for r in paced]
+        report["paced_steps"] = paced[-1]["steps"]
     print(
         f"{report['model']}, {args.concurrency} prompts at once, prefill chunk "
         f"{config.step_prefill_chunk()}, gap factor {config.prefill_gap_factor} ({args.repeats} runs each)"
@@ -164,6 +188,11 @@ def main(argv: list[str] | None = None) -> int:
         f"ours {report['ours_mean_ttft_s']:.3f} s, BatchGenerator "
         f"{report['batchgen_mean_ttft_s']:.3f} s"
     )
+    if paced:
+        print(
+            f"the burst's rows owed their gap: every row's first token "
+            f"{report['paced_all_first_s']:.3f} s, mean {report['paced_mean_ttft_s']:.3f} s"
+        )
     if args.json:
         args.json.write_text(json.dumps(report, indent=2))
     return 0

@@ -1,5 +1,5 @@
 """What the running batch hands to the prompt cache: a leaving row's caches, and a prompt whose
-cache cannot be trimmed at the moment it joins. Caching is best effort: a failure is logged and
+cache cannot be trimmed at the moment it joins; and what it asks of it for a new request. Caching is best effort: a failure is logged and
 never fails the request."""
 
 from __future__ import annotations
@@ -14,6 +14,16 @@ from engine.core.drafter_inputs import DrafterInputs
 from engine.core.request_state import RequestState
 
 log = logging.getLogger(__name__)
+
+
+def restore_prefix(reuse: Any, state: RequestState, *, wait: bool) -> Any:
+    """The prompt cache's match for a new request's prompt (engine.cache.reuse.PromptReuse):
+    None when there is none or the lookup failed, LOADING while it is read from disk."""
+    try:
+        return reuse.restore(state.prompt, wait=wait)
+    except Exception:  # noqa: BLE001 - a cache failure never fails the request
+        log.exception("prompt cache lookup failed for %s", state.request_id)
+        return None
 
 
 def publish_row(

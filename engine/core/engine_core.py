@@ -194,6 +194,7 @@ class EngineCore:
                 time.perf_counter() - start - output.one_off_s - output.catch_up_s,
                 prefill_tokens=sum(c.tokens for c in plan.prefill),
                 decoding=bool(plan.decode),
+                paced=plan.paced,
                 joined=len(plan.join),
                 catch_up_s=output.catch_up_s,
             )

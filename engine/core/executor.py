@@ -23,7 +23,7 @@ from engine.cache.kv_quant import KVQuant, quantize_row_cache
 from engine.config import EngineConfig
 from engine.core import packed_forward
 from engine.core.batch import DecodeBatch
-from engine.core.cache_handoff import publish_prompt, publish_row
+from engine.core.cache_handoff import publish_prompt, publish_row, restore_prefix
 from engine.core.drafter_feedback import DrafterFeedback, drafter_kind
 from engine.core.drafter_inputs import DrafterInputs
 from engine.core.lookahead import RoundsAhead
@@ -76,6 +76,7 @@ class ModelExecutor:
         # time to the next step's start, all of it (what auto weighs a round against a step)
         self._timed_step: tuple[int, int, float] | None = None
         self._step_shape: tuple[int, int] | None = None
+        self._plain = False  # this step launched a plain decode step
         self._sharing = False  # this step's forward took prompt chunks (a failure: theirs?)
         # hidden states for rows whose drafter reads them (engine/hidden.py), drafter caches
         self.inputs = DrafterInputs(self.drafters)
@@ -96,7 +97,7 @@ class ModelExecutor:
             rows, width, start = self._timed_step
             out.forward_costs.append((rows, width, began - start))
         self.ahead.step_began(began, decoding=bool(plan.decode))
-        self._timed_step = self._step_shape = None
+        self._timed_step, self._step_shape, self._plain = None, None, False
         for drafter in self.drafters.values():
             drafter.pace(plan.catch_up_s)
         if plan.leave or plan.join or not plan.decode:
@@ -110,13 +111,13 @@ class ModelExecutor:
             self.batch.add_rows(plan.join, caches, [s.prompt[-1] for s in plan.join])
         work = self._prefill_work(plan)
         riders = work if self._may_share(work, out) else []
-        carried = False
-        if plan.decode:
-            carried = self._decode(plan.decode, out, while_waiting, riders)
-        else:
+        carried = bool(plan.decode) and self._decode(plan.decode, out, while_waiting, riders)
+        if not plan.decode:
             while_waiting()
         if plan.prefill:
             self._prefill(plan, out, work, carried=carried)
+            if work and self._plain:
+                self._read_now(out)
         for state in plan.admit:
             self._admit(state, out)
         out.catch_up_s = sum(drafter.catch_up_s() for drafter in self.drafters.values())
@@ -157,11 +158,8 @@ class ModelExecutor:
     def _admit(self, state: RequestState, out: StepOutput) -> None:
         cache = None
         if self.reuse is not None:
-            try:  # a prefix read from disk is waited for across steps while rows decode
-                match = self.reuse.restore(state.prompt, wait=not self.batch.rows)
-            except Exception:  # noqa: BLE001 - a cache failure never fails the request
-                log.exception("prompt cache lookup failed for %s", state.request_id)
-                match = None
+            # a prefix read from disk is waited for across steps while rows decode
+            match = restore_prefix(self.reuse, state, wait=not self.batch.rows)
             if match is LOADING:
                 out.cache_loading.append(state.request_id)
                 return
@@ -219,6 +217,11 @@ class ModelExecutor:
             rid = chunk.state.request_id
             if rid not in out.failed:
                 out.prefilled[rid] = chunk.state.prefilled + chunk.tokens
+
+    def _read_now(self, out: StepOutput) -> None:
+        """The plain step's tokens, read now: its prompt work waited for its forward anyway (read
+        next step, a new row's first token came a whole chunk later, seconds on a CPU)."""
+        out.runs_now([(s.request_id, [t]) for s, t in self.batch.flush()])
 
     # -- decoding ------------------------------------------------------------------------------
 
@@ -313,7 +316,7 @@ class ModelExecutor:
         for i, message in batch.sample_failures.items():
             out.fail(batch.rows[i].request_id, message)
         elapsed = time.perf_counter() - start
-        self._step_shape = (len(batch), 1)
+        self._step_shape, self._plain = (len(batch), 1), True
         out.timing.plain_steps += 1
         out.timing.plain_s += elapsed
         out.timing.plain_launch_s += t_launched - start

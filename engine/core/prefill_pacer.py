@@ -130,18 +130,20 @@ class PrefillPacer:
         *,
         prefill_tokens: int,
         decoding: bool,
+        paced: bool = True,
         joined: int = 0,
         catch_up_s: float = 0.0,
     ) -> None:
-        """One step's wall time, with what it did (`catch_up_s`: for the trace only, the
-        seconds left out of it for drafters catching up)."""
-        self._observe(seconds, prefill_tokens=prefill_tokens, decoding=decoding)
+        """One step's wall time, with what it did (`paced`: its prompt tokens were sized for
+        the decoding rows' gap, not a burst's whole chunks; `catch_up_s`: for the trace only,
+        the seconds left out of it for drafters catching up)."""
+        self._observe(seconds, prefill_tokens=prefill_tokens, decoding=decoding, paced=paced)
         if self.trace is not None:
             self.trace.append(
                 PacedStep(prefill_tokens, decoding, seconds, self.chunk, joined, catch_up_s)
             )
 
-    def _observe(self, seconds: float, *, prefill_tokens: int, decoding: bool) -> None:
+    def _observe(self, seconds: float, *, prefill_tokens: int, decoding: bool, paced: bool) -> None:
         if seconds <= 0 or self.gap_factor is None:
             return
         if not decoding:  # a prompt alone: its whole cost is the prompt's
@@ -158,7 +160,8 @@ class PrefillPacer:
             return
         spent = max(seconds - self.decode_s, 1e-6)  # what the prompt's tokens took
         self._remember(prefill_tokens, spent)
-        self._resize(prefill_tokens, spent, self._wanted(self.decode_s))
+        if paced:  # a burst's whole chunk says what tokens cost, not what keeps the gap
+            self._resize(prefill_tokens, spent, self._wanted(self.decode_s))
 
     def _resize(self, prefill_tokens: int, spent: float, wanted: float) -> None:
         """The next budget, from `prefill_tokens` that took `spent` where `wanted` keeps the gap."""

@@ -37,6 +37,7 @@ class RequestState:
     stats: RequestStats = field(default_factory=RequestStats)
     arrival: float = field(default_factory=time.perf_counter)
     first_token_at: float | None = None
+    joined_at: float | None = None  # when its row joined the running batch
     last_stats_at: float = 0.0
     finish_reason: FinishReason | None = None
     unstreamed: int = 0  # tokens at the end of `generated` not yet turned into text

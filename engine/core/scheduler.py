@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import copy
 import logging
+import time
 from collections import deque
 from typing import Any
 
 from engine.config import EngineConfig
+from engine.core.bursts import DEFAULT_BURST_S, owed_a_gap
 from engine.core.outputs import OutputProcessor
 from engine.core.prefill_pacer import PrefillPacer
 from engine.core.request_state import RequestState
@@ -74,6 +76,7 @@ class Scheduler:
         )
         self.timing = StepTiming()
         self.steps = 0
+        self.burst_s = DEFAULT_BURST_S  # engine/core/bursts.py; < 0: no bursts (benchmarks)
 
     # -- queries -------------------------------------------------------------------------------
 
@@ -147,10 +150,13 @@ class Scheduler:
             self.prefilling.remove(state)
             self.running.append(state)
             state.status = RequestStatus.RUNNING
+            state.joined_at = time.perf_counter()
             plan.join.append(state)
         if self.running:
             plan.decode = self._decode_rows()
-        plan.prefill = self._prefill_chunks()
+        ready = [s for s in self.prefilling if s.cache_ready and self._prompt_left(s) > 0]
+        plan.paced = self._owed_a_gap(ready)
+        plan.prefill = self._prefill_chunks(ready, paced=plan.paced)
         plan.catch_up_s = self._catch_up_share(plan)
         plan.admit = [s for s in self._admit_again if s in self.prefilling]
         self._admit_again = []
@@ -173,15 +179,13 @@ class Scheduler:
             for s, c in zip(self.running, choices)
         ]
 
-    def _prefill_chunks(self) -> list[PrefillChunk]:
+    def _prefill_chunks(self, ready: list[RequestState], *, paced: bool) -> list[PrefillChunk]:
         """A step's prompt tokens: a smaller budget while other rows decode, so that they keep a
         bounded gap between tokens (engine/core/prefill_pacer.py), spent on the prompts with the
         fewest tokens left first. Oldest first, a chat's next message waited behind a long prompt
         for all of it (54 s for a 2,048-token prompt on the 2-core CPU) while its reply could
         have started at once; now a long prompt waits only for prompts shorter than its rest."""
-        decoding = bool(self.running) or self.pacer.others_decoding  # chats wait on this step
-        budget, chunks = self.pacer.budget(decoding=decoding), []
-        ready = [s for s in self.prefilling if s.cache_ready and self._prompt_left(s) > 0]
+        budget, chunks = self.pacer.budget(decoding=paced), []
         # the step's prompts go in one padded forward: each like the first (DEFAULT_PREFILL_WIDTH_*)
         widest, deepest = budget, float("inf")
         for state in sorted(ready, key=self._prompt_left):  # stable: oldest first among equals
@@ -196,7 +200,9 @@ class Scheduler:
                     continue
             else:
                 take = min(todo, budget, widest)
-            n, pad = self.pacer.fit(take, decoding=decoding, ends_prompt=todo <= take)
+                if take < todo and self._sliver(take, chunks):
+                    break  # the rest of the budget, padded to the first's width: not worth it
+            n, pad = self.pacer.fit(take, decoding=paced, ends_prompt=todo <= take)
             chunks.append(PrefillChunk(state, n, pad))
             budget -= n + pad
             if len(chunks) == 1:
@@ -204,11 +210,28 @@ class Scheduler:
                 deepest = max(DEFAULT_PREFILL_WIDTH_SPREAD * state.prefilled, widest)
         return chunks
 
+    @staticmethod
+    def _sliver(take: int, chunks: list[PrefillChunk]) -> bool:
+        """Whether `take` tokens cut short by the budget would ride in the step's padded forward
+        at a fraction of its width: padded, they cost what the width does (on the CPU a burst's
+        steps of 255 + 255 + 2 tokens took 8 s, where 255 + 255 take 5.3)."""
+        if not chunks:
+            return False
+        first = chunks[0].tokens + chunks[0].pad
+        return first > DEFAULT_PREFILL_WIDTH_FLOOR and take * DEFAULT_PREFILL_WIDTH_SPREAD < first
+
+    def _owed_a_gap(self, prompts: list[RequestState]) -> bool:
+        """Whether running rows wait on work for `prompts` with a bounded gap promised: rows of
+        other models always, this model's unless of the prompts' burst (engine/core/bursts.py)."""
+        return self.pacer.others_decoding or owed_a_gap(self.running, prompts, burst_s=self.burst_s)
+
     def _catch_up_share(self, plan: StepPlan) -> float | None:
         """What a draft model's catch-up on new rows may add to this step while other rows
         wait: the pacer's share, none of it when the step's prompt chunks take that share, and
-        no limit for a row that decodes alone (it waits only for itself)."""
+        no limit for a row that decodes alone (it waits only for itself) or rows of one burst."""
         if len(plan.decode) < 2 and not self.pacer.others_decoding:
+            return None
+        if not self._owed_a_gap(self.running):  # one burst: none owes another
             return None
         share = self.pacer.share_s(decoding=True)
         return 0.0 if share is not None and plan.prefill else share

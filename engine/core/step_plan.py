@@ -39,6 +39,7 @@ class StepPlan:
     join: list[RequestState] = field(default_factory=list)  # prompt processed: join the batch
     decode: list[DecodeRow] = field(default_factory=list)  # the running batch
     prefill: list[PrefillChunk] = field(default_factory=list)
+    paced: bool = False  # the prompt budget keeps decoding rows' gap (not a burst's own rows)
     admit: list[RequestState] = field(default_factory=list)  # look up their cached prefix
     # seconds drafters may spend catching up on new rows' histories while other rows wait
     # (Drafter.pace; None: nobody waits)
@@ -97,6 +98,12 @@ class StepOutput:
 
     def add_run(self, request_id: str, run: TokenRun) -> None:
         self.runs.setdefault(request_id, []).append(run)
+
+    def runs_now(self, tokens: list[tuple[str, list[int]]]) -> None:
+        """Plain tokens read back in the step that made them (rows that failed left out)."""
+        for request_id, run in tokens:
+            if request_id not in self.failed:
+                self.add_run(request_id, TokenRun(run))
 
     def fail(self, request_id: str, message: str) -> None:
         self.failed.setdefault(request_id, message)

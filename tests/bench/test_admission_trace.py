@@ -21,3 +21,18 @@ def test_the_trace_admits_every_prompt_and_accounts_for_each_step(tmp_path, caps
     assert steps[-1]["with_first_token"] == 6
     assert 0 < report["ours_all_first_s"] and 0 < report["batchgen_all_first_s"]
     assert "every row's first token" in capsys.readouterr().out
+
+
+def test_long_prompts_and_the_paced_comparison(tmp_path, capsys):
+    out = tmp_path / "trace.json"
+    argv = ["--model", "random:tiny", "--concurrency", "4", "--repeats", "1", "--paced-too"]
+    assert admission_trace.main([*argv, "--prompt-tokens", "90", "--json", str(out)]) == 0
+
+    report = json.loads(out.read_text())
+    assert report["prompt_tokens"] == [90] * 4
+    for key in ("ours", "paced"):
+        steps = report[f"{key}_steps"]
+        assert sum(s["prefill_tokens"] for s in steps) == 4 * 89, key
+        assert steps[-1]["with_first_token"] == 4
+    assert len(report["paced_runs_all_first_s"]) == 1
+    assert "owed their gap" in capsys.readouterr().out

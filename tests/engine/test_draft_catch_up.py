@@ -124,6 +124,21 @@ def test_a_row_running_alone_catches_up_in_whole_chunks(tiny):
     assert tokens[long.request_id] == tiny.greedy(LONG, 12)
 
 
+def test_rows_of_one_burst_catch_up_in_whole_chunks(tiny):
+    """Prompts that arrived together do not owe each other a gap (engine/core/scheduler.py):
+    the long row's history goes in one forward beside the chats of its own burst."""
+    core, drafter, forwards = _core_with_draft(tiny)
+    tokens: dict[str, list[int]] = {}
+    burst = [_request(P_A, 60), _request(P_B, 60), _request(LONG, 12)]
+    for request in burst:
+        core.add(request, draft=DRAFT)
+    while core.has_work():
+        _step(core, tokens)
+    assert max(forwards) >= len(LONG) - 1, forwards
+    for request, prompt in zip(burst, (P_A, P_B, LONG)):
+        assert tokens[request.request_id] == tiny.greedy(prompt, request.max_tokens)
+
+
 def test_the_budget_follows_the_measured_cost_within_its_bounds():
     pacer = CatchUpPacer(max_chunk=512)
     assert pacer.budget() == 512  # nobody waits

@@ -173,3 +173,12 @@ def test_another_models_decoding_rows_pace_a_prompt_processed_alone():
     assert abs(n - 18) <= 1  # 0.02 + 18 * 0.01 = 0.2 s: two of their decode steps
     pacer.others_decoding, pacer.others_decode_s = False, None
     assert pacer.budget(decoding=False) == 512  # nobody waits
+
+
+def test_a_bursts_whole_chunk_prices_tokens_but_does_not_resize_the_paced_chunk():
+    pacer = PrefillPacer(max_chunk=512, gap_factor=3.0)
+    n = settle(pacer, decode=0.1, fixed=0.02, per_token=0.01)
+    costs = sum(len(seen) for seen in pacer.costs.values())
+    pacer.observe(0.1 + 0.02 + 512 * 0.01, prefill_tokens=512, decoding=True, paced=False)
+    assert pacer.budget(decoding=True) == n
+    assert sum(len(seen) for seen in pacer.costs.values()) == costs + 1
