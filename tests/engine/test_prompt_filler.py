@@ -26,13 +26,14 @@ SHORT = (make_prompt(8, 21), make_prompt(9, 25))  # both padded to 32 in one ste
 
 
 def _recording(drive: Driver) -> list[tuple[int, int]]:
-    """(tokens, filler) of every prompt chunk planned beside decoding rows."""
+    """(tokens, filler) of every prompt chunk paced beside decoding rows (not those of the
+    decoding rows' own burst, which go whole: engine/core/bursts.py)."""
     chunks: list[tuple[int, int]] = []
     schedule = drive.core.scheduler.schedule
 
     def recording():
         plan = schedule()
-        if plan.decode:
+        if plan.decode and plan.paced:
             chunks.extend((c.tokens, c.pad) for c in plan.prefill)
         return plan
 
