@@ -1,6 +1,6 @@
-"""What the running batch hands to the prompt cache: a leaving row's caches, and a prompt whose
-cache cannot be trimmed at the moment it joins; and what it asks of it for a new request. Caching is best effort: a failure is logged and
-never fails the request."""
+"""What the running batch hands to the prompt cache (a leaving row's caches, and a prompt whose
+cache cannot be trimmed at the moment it joins) and asks of it (a new request's cached prefix).
+Caching is best effort: a failure is logged and never fails the request."""
 
 from __future__ import annotations
 
