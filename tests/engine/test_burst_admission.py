@@ -1,5 +1,5 @@
 """Prompts that arrive together are prefilled in whole chunks, not paced against their own first
-rows (engine/core/scheduler.py, `_owed_a_gap`): on the 2-core CPU a burst of 16 prompts of 256
+rows (engine/core/bursts.py): on the 2-core CPU a burst of 16 prompts of 256
 tokens joined one row every four steps. A chat that was decoding before a prompt arrived, or that
 arrived well apart from it, keeps its bounded gap. Every reply stays exactly mlx_lm.generate's."""
 
