@@ -24,14 +24,16 @@ On CUDA most of that fixed cost was one thing: a forward over a number of tokens
 builds its attention graph (cuDNN), 25-30 ms for a 1B model on the H200 where the same forward
 again takes 5-7 ms. A pacer that picks any size pays it on most steps. There (`pow2`) a chunk
 beside decoding rows is a power of two, so a process builds at most a dozen such graphs in its
-life, and the pacer then measures what the tokens really cost. A prompt's last tokens go as
-powers of two too (300 = 256 + 32 + 8 + 4), each a step, unless the model's caches can drop
-positions again (`pad_tail`: plain KV caches): then the rest goes in one step, padded with filler
-tokens up to the power of two above it (the 2,047 tokens a 2,048-token prompt prefills took
-eleven steps on the H200, 1024 + 512 + ... + 1, the last seven of them 13-21 ms each for a random
-8B whose decode step takes 8-14; padded, 1024 + 1023 take two). The filler sits after the
-chunk's tokens, so causal attention keeps it out of them, and it is trimmed off the cache after
-the forward. Metal and the CPU have no such cost and take the chunk as it is.
+life, and the pacer then measures what the tokens really cost. Its budget stops below a power whose
+steps broke the gap, and a step more than twice its size's median (a graph built again) resizes it
+from that median: halved from the stall, the next steps took sizes never built, each a stall
+itself. A prompt's last tokens go as powers of two too (300 = 256 + 32 + 8 + 4), each a step,
+unless the model's caches can drop positions again (`pad_tail`: plain KV caches): then the rest
+goes in one step, padded with filler tokens up to the power of two above it (the 2,047 tokens a
+2,048-token prompt prefills took eleven steps on the H200, 1024 + 512 + ... + 1, the last seven of
+them 13-21 ms each for a random 8B whose decode step takes 8-14; padded, 1024 + 1023 take two). The
+filler sits after the chunk's tokens, so causal attention keeps it out of them, and it is trimmed
+off the cache after the forward. Metal and the CPU have no such cost and take the chunk as it is.
 """
 
 from __future__ import annotations
@@ -53,6 +55,10 @@ DEFAULT_FIRST_CHUNK = 64  # beside decoding rows, before a step with prefill was
 DEFAULT_COST_SAMPLES = 5
 DEFAULT_DECODE_WINDOW = 15  # decode steps whose median is the decode step
 MAX_RESIZE = 2.0  # the chunk changes at most this factor per step (one noisy step moves it little)
+# a step dearer than this many times its size's median is a one-off (a graph built, another
+# process): the budget follows the median, or one stall halved it into sizes never built
+DEFAULT_ONE_OFF_FACTOR = 2.0
+DEFAULT_ONE_OFF_SAMPLES = 3  # a size's steps before its median can call one a one-off
 
 
 @dataclass(frozen=True)
@@ -161,7 +167,8 @@ class PrefillPacer:
         spent = max(seconds - self.decode_s, 1e-6)  # what the prompt's tokens took
         self._remember(prefill_tokens, spent)
         if paced:  # a burst's whole chunk says what tokens cost, not what keeps the gap
-            self._resize(prefill_tokens, spent, self._wanted(self.decode_s))
+            usual = self._usual(prefill_tokens, spent)
+            self._resize(prefill_tokens, usual, self._wanted(self.decode_s))
 
     def _resize(self, prefill_tokens: int, spent: float, wanted: float) -> None:
         """The next budget, from `prefill_tokens` that took `spent` where `wanted` keeps the gap."""
@@ -177,6 +184,8 @@ class PrefillPacer:
                 # budget whose growth per step stays below 2x never reaches the next power
                 base = self.chunk
             target, grow = base * wanted / spent, MAX_RESIZE
+            if self.pow2:
+                target = self._below_dear_powers(target, prefill_tokens, wanted)
         current = self.chunk if self.chunk is not None else prefill_tokens
         target = min(max(target, current / MAX_RESIZE), current * grow)
         self.chunk = max(self.min_chunk, min(self.max_chunk, round(target)))
@@ -188,6 +197,32 @@ class PrefillPacer:
             line,
             self.chunk,
         )
+
+    def _usual(self, tokens: int, spent: float) -> float:
+        """What `tokens` of this step's size usually cost: `spent`, unless it is a one-off
+        against the median of the size's latest steps (this one among them)."""
+        median = self._median_cost(tokens)
+        if median is None or len(self.costs[tokens.bit_length()]) < DEFAULT_ONE_OFF_SAMPLES:
+            return spent
+        return median if spent > DEFAULT_ONE_OFF_FACTOR * median else spent
+
+    def _median_cost(self, tokens: int) -> float | None:
+        """`tokens` priced at the median rate of the latest steps of their size (None: none)."""
+        seen = self.costs.get(tokens.bit_length())
+        return tokens * statistics.median(s / n for n, s in seen) if seen else None
+
+    def _below_dear_powers(self, target: float, taken: int, wanted: float) -> float:
+        """On CUDA the budget moves past the power a step took (see `_resize`); it stops below
+        a power whose measured steps broke the gap, or a prompt beside chats tried that power
+        again and again (a random 8B on an H100 went 256 to 512 tokens, 25 to 64 ms a step
+        against a 10-ms decode step, once every few steps)."""
+        power = 1 << (max(round(target), 1).bit_length() - 1)
+        while power > taken:
+            cost = self._median_cost(power)
+            if cost is None or cost <= wanted:
+                break
+            target, power = power - 1, power // 2
+        return target
 
     def share_s(self, *, decoding: bool) -> float | None:
         """Seconds a step's prompt work may add beside decoding rows and keep their gap

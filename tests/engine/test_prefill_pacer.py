@@ -182,3 +182,39 @@ def test_a_bursts_whole_chunk_prices_tokens_but_does_not_resize_the_paced_chunk(
     pacer.observe(0.1 + 0.02 + 512 * 0.01, prefill_tokens=512, decoding=True, paced=False)
     assert pacer.budget(decoding=True) == n
     assert sum(len(seen) for seen in pacer.costs.values()) == costs + 1
+
+
+def _cuda_steps(pacer: PrefillPacer, spent, *, steps: int, decode: float = 0.010) -> list[int]:
+    """Steps of a long prompt beside decoding rows on CUDA, each power `n` adding `spent(n)`."""
+    taken = []
+    for _ in range(steps):
+        pacer.observe(decode, prefill_tokens=0, decoding=True)
+        n, _ = pacer.fit(pacer.budget(decoding=True), decoding=True)
+        taken.append(n)
+        pacer.observe(decode + spent(n), prefill_tokens=n, decoding=True)
+    return taken
+
+
+def test_on_cuda_a_power_that_broke_the_gap_is_not_tried_again():
+    """As on an H100 (random 8B, session 22): 256 tokens added 16 ms to a 10-ms decode step,
+    within the 20 ms the gap allows, so the budget grew past 256 and took 512 (64 ms) every
+    few steps."""
+    pacer = PrefillPacer(max_chunk=2048, pow2=True)
+    taken = _cuda_steps(pacer, lambda n: 0.003 + n * 5.5e-5, steps=40)
+    assert taken.count(512) <= 1 and taken.count(256) >= 30, taken
+    assert max(taken) <= 512, taken
+
+
+def test_one_stall_among_a_sizes_steps_does_not_halve_the_chunk():
+    """One step of a size seen many times that takes four times its usual (a graph built again,
+    another process) leaves the budget where it was: halved, the next steps took sizes never
+    built, each itself a stall (an H100 went 256, 128, 64, 32 tokens at 54-61 ms a step)."""
+    pacer = PrefillPacer(max_chunk=2048, pow2=True)
+    usual = lambda n: 0.003 + n * 5.5e-5  # noqa: E731
+    assert _cuda_steps(pacer, usual, steps=20)[-1] == 256
+    pacer.observe(0.010, prefill_tokens=0, decoding=True)
+    pacer.observe(0.010 + 4 * usual(256), prefill_tokens=256, decoding=True)
+    assert pacer.fit(pacer.budget(decoding=True), decoding=True)[0] == 256
+    # a size whose cost really rose moves the budget once it is most of its latest steps
+    dearer = _cuda_steps(pacer, lambda n: 4 * usual(n), steps=6)
+    assert min(dearer) < 256, dearer
