@@ -45,20 +45,14 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from engine.config import DEFAULT_PREFILL_GAP_FACTOR
+from engine.core.size_costs import SizeCosts
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MIN_CHUNK = 16  # below this a prompt would barely move
 DEFAULT_FIRST_CHUNK = 64  # beside decoding rows, before a step with prefill was measured
-# the latest steps of each chunk size whose median is its cost: a running mean let one step with a
-# one-off cost (a graph built on CUDA, another process) price that size for many steps after
-DEFAULT_COST_SAMPLES = 5
 DEFAULT_DECODE_WINDOW = 15  # decode steps whose median is the decode step
 MAX_RESIZE = 2.0  # the chunk changes at most this factor per step (one noisy step moves it little)
-# a step dearer than this many times its size's median is a one-off (a graph built, another
-# process): the budget follows the median, or one stall halved it into sizes never built
-DEFAULT_ONE_OFF_FACTOR = 2.0
-DEFAULT_ONE_OFF_SAMPLES = 3  # a size's steps before its median can call one a one-off
 
 
 @dataclass(frozen=True)
@@ -99,7 +93,7 @@ class PrefillPacer:
     decode_times: deque[float] = field(default_factory=lambda: deque(maxlen=DEFAULT_DECODE_WINDOW))
     chunk: int | None = None  # the budget while rows decode (None: not measured yet)
     # prompt tokens and the seconds they added to a step, the latest few by power of two of size
-    costs: dict[int, deque[tuple[int, float]]] = field(default_factory=dict)
+    costs: SizeCosts = field(default_factory=SizeCosts)
     trace: list[PacedStep] | None = None  # a list: every observed step is appended (benchmarks)
     # rows of other models decode on this thread between this model's steps, and the least of
     # their decode steps (None: not measured yet); the worker sets both before each step
@@ -154,7 +148,7 @@ class PrefillPacer:
             return
         if not decoding:  # a prompt alone: its whole cost is the prompt's
             if prefill_tokens > 0:
-                self._remember(prefill_tokens, seconds)
+                self.costs.remember(prefill_tokens, seconds)
                 if self.others_decoding and self.others_decode_s is not None:
                     # another model's chats wait through this step: paced by their decode step
                     self._resize(prefill_tokens, seconds, self._wanted(self.others_decode_s))
@@ -165,9 +159,9 @@ class PrefillPacer:
         if self.decode_s is None:
             return
         spent = max(seconds - self.decode_s, 1e-6)  # what the prompt's tokens took
-        self._remember(prefill_tokens, spent)
+        self.costs.remember(prefill_tokens, spent)
         if paced:  # a burst's whole chunk says what tokens cost, not what keeps the gap
-            usual = self._usual(prefill_tokens, spent)
+            usual = self.costs.usual(prefill_tokens, spent)  # one-offs priced at the median
             self._resize(prefill_tokens, usual, self._wanted(self.decode_s))
 
     def _resize(self, prefill_tokens: int, spent: float, wanted: float) -> None:
@@ -198,19 +192,6 @@ class PrefillPacer:
             self.chunk,
         )
 
-    def _usual(self, tokens: int, spent: float) -> float:
-        """What `tokens` of this step's size usually cost: `spent`, unless it is a one-off
-        against the median of the size's latest steps (this one among them)."""
-        median = self._median_cost(tokens)
-        if median is None or len(self.costs[tokens.bit_length()]) < DEFAULT_ONE_OFF_SAMPLES:
-            return spent
-        return median if spent > DEFAULT_ONE_OFF_FACTOR * median else spent
-
-    def _median_cost(self, tokens: int) -> float | None:
-        """`tokens` priced at the median rate of the latest steps of their size (None: none)."""
-        seen = self.costs.get(tokens.bit_length())
-        return tokens * statistics.median(s / n for n, s in seen) if seen else None
-
     def _below_dear_powers(self, target: float, taken: int, wanted: float) -> float:
         """On CUDA the budget moves past the power a step took (see `_resize`); it stops below
         a power whose measured steps broke the gap, or a prompt beside chats tried that power
@@ -218,7 +199,7 @@ class PrefillPacer:
         against a 10-ms decode step, once every few steps)."""
         power = 1 << (max(round(target), 1).bit_length() - 1)
         while power > taken:
-            cost = self._median_cost(power)
+            cost = self.costs.median(power)
             if cost is None or cost <= wanted:
                 break
             target, power = power - 1, power // 2
@@ -256,10 +237,7 @@ class PrefillPacer:
     def cost_line(self) -> CostLine | None:
         """The prompt's share of a step as a line fitted to the chunk sizes seen; None until
         two sizes at least twice apart were measured, and while they fit no rising line."""
-        points = [
-            (statistics.median(n for n, _ in seen), statistics.median(s for _, s in seen))
-            for seen in self.costs.values()
-        ]
+        points = self.costs.points()
         sizes = [n for n, _ in points]
         if len(points) < 2 or max(sizes) < 2 * min(sizes):
             return None
@@ -270,7 +248,3 @@ class PrefillPacer:
         if slope <= 0:  # tokens never cost nothing: an odd slow step, not a line to follow
             return None
         return CostLine(max(mean_s - slope * mean_n, 0.0), slope)
-
-    def _remember(self, tokens: int, spent: float) -> None:
-        seen = self.costs.setdefault(tokens.bit_length(), deque(maxlen=DEFAULT_COST_SAMPLES))
-        seen.append((tokens, spent))

@@ -6,12 +6,16 @@ it. In whole prefill chunks (512 tokens on a CPU, 2,048 on a GPU) a long prompt'
 each round a stall, as a long prompt's own chunks did before the prefill pacer
 (engine/core/prefill_pacer.py). The scheduler gives each step the seconds its prompt work may add
 beside decoding rows; this sizes the round's catch-up to them from what the last round's
-catch-up took, so the draft's cost per token is measured, not assumed.
+catch-up took, so the draft's cost per token is measured, not assumed; a round far dearer than
+the latest rounds of its size is priced at their median (engine/core/size_costs.py), or one
+stall halved the budget into a size never built, itself a stall on CUDA.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from engine.core.size_costs import SizeCosts
 
 DEFAULT_FIRST_CATCH_UP = 64  # tokens, before a round's catch-up beside waiting rows was timed
 DEFAULT_MIN_CATCH_UP = 16  # below this a long history would barely move
@@ -30,6 +34,7 @@ class CatchUpPacer:
     # waits, whole chunks; 0: the least chunk, the step's prompt work took the share)
     share_s: float | None = None
     spent_s: float = 0.0  # seconds this step's catch-up took (Drafter.catch_up_s)
+    costs: SizeCosts = field(default_factory=SizeCosts)  # the latest rounds, by size
 
     def begin_step(self, share_s: float | None) -> None:
         """A new step, with its share (Drafter.pace)."""
@@ -51,8 +56,11 @@ class CatchUpPacer:
 
     def observe(self, tokens: int, seconds: float) -> None:
         """What this round's catch-up fed, and the seconds it took."""
-        if self.share_s is None or self.share_s <= 0 or tokens <= 0 or seconds <= 0:
+        if tokens <= 0 or seconds <= 0:
             return
-        target = tokens * self.share_s / seconds
+        self.costs.remember(tokens, seconds)
+        if self.share_s is None or self.share_s <= 0:
+            return
+        target = tokens * self.share_s / self.costs.usual(tokens, seconds)
         target = min(max(target, self.chunk / MAX_RESIZE), self.chunk * MAX_RESIZE)
         self.chunk = max(self.min_chunk, min(self.max_chunk, round(target)))

@@ -166,6 +166,20 @@ def test_the_budget_follows_the_measured_cost_within_its_bounds():
     assert pow2.budget() == 256
 
 
+def test_one_stalled_round_among_a_sizes_rounds_does_not_halve_the_budget():
+    """A round four times dearer than the latest of its size (a graph built again, another
+    process) is priced at their median; a size that really grew dearer still moves it."""
+    pacer = CatchUpPacer(max_chunk=512, share_s=0.1)
+    for _ in range(4):
+        pacer.observe(64, 0.1)  # exactly the share
+    assert pacer.budget() == 64
+    pacer.observe(64, 0.4)
+    assert pacer.budget() == 64
+    for _ in range(3):
+        pacer.observe(pacer.budget(), 0.4 * pacer.budget() / 64)
+    assert pacer.budget() < 64
+
+
 def test_a_step_counts_what_its_catch_up_took_and_starts_again_at_zero():
     pacer = CatchUpPacer(max_chunk=512)
     pacer.begin_step(0.1)

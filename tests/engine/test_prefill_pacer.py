@@ -178,10 +178,10 @@ def test_another_models_decoding_rows_pace_a_prompt_processed_alone():
 def test_a_bursts_whole_chunk_prices_tokens_but_does_not_resize_the_paced_chunk():
     pacer = PrefillPacer(max_chunk=512, gap_factor=3.0)
     n = settle(pacer, decode=0.1, fixed=0.02, per_token=0.01)
-    costs = sum(len(seen) for seen in pacer.costs.values())
+    costs = pacer.costs.count()
     pacer.observe(0.1 + 0.02 + 512 * 0.01, prefill_tokens=512, decoding=True, paced=False)
     assert pacer.budget(decoding=True) == n
-    assert sum(len(seen) for seen in pacer.costs.values()) == costs + 1
+    assert pacer.costs.count() == costs + 1
 
 
 def _cuda_steps(pacer: PrefillPacer, spent, *, steps: int, decode: float = 0.010) -> list[int]:
