@@ -34,19 +34,19 @@ class SizeCosts:
         seen = self.by_size.setdefault(tokens.bit_length(), deque(maxlen=self.samples))
         seen.append((tokens, seconds))
 
-    def median(self, tokens: int) -> float | None:
-        """`tokens` priced at the median rate of the latest steps of their size (None: none)."""
-        seen = self.by_size.get(tokens.bit_length())
-        return tokens * statistics.median(s / n for n, s in seen) if seen else None
+    def median(self, tokens: int, *, least: int = 1) -> float | None:
+        """`tokens` priced at the median rate of the latest steps of their size (None: fewer
+        than `least` of them)."""
+        seen = self.by_size.get(tokens.bit_length(), ())
+        return tokens * statistics.median(s / n for n, s in seen) if len(seen) >= least else None
 
     def usual(self, tokens: int, seconds: float) -> float:
         """What a remembered step of `tokens` usually costs: its `seconds`, unless they are a
         one-off against the median of its size's latest steps (itself among them)."""
-        seen = self.by_size.get(tokens.bit_length())
-        if not seen or len(seen) < DEFAULT_ONE_OFF_SAMPLES:
+        median = self.median(tokens, least=DEFAULT_ONE_OFF_SAMPLES)
+        if median is None or seconds <= DEFAULT_ONE_OFF_FACTOR * median:
             return seconds
-        median = tokens * statistics.median(s / n for n, s in seen)
-        return median if seconds > DEFAULT_ONE_OFF_FACTOR * median else seconds
+        return median
 
     def points(self) -> list[tuple[float, float]]:
         """Each size's median tokens and median seconds (a cost line's points)."""
