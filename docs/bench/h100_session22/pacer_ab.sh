@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Session 22: the long prompt beside three chats, paced with the shared forward only, HEAD's
 # pacer (.gpu/old) against this one (the size's median for one-off steps, no retrying a power
-# that broke the gap), alternated in one call; the 8B then the 1B.
+# that broke the gap), alternated in one call; the 8B then the 1B. Copy with
+# ../h100_session16/preamble.sh into .gpu/x/; .gpu/old is `git archive 5a43ccd engine | tar -x -C
+# .gpu/old`. The device returns at most eight files a call: tar $OUT's files next time.
 . "$(dirname "$0")/preamble.sh"
 el installed
 one() {  # one: <tag> <engine root> <model>
