@@ -98,18 +98,24 @@ def test_on_cuda_chunks_beside_decoding_rows_are_powers_of_two():
     assert off.fit(300, decoding=True, ends_prompt=True) == (300, 0)
 
 
+def _cuda_steps(pacer: PrefillPacer, spent, *, steps: int, decode: float = 0.010) -> list[int]:
+    """Steps of a long prompt beside decoding rows on CUDA, each power `n` adding `spent(n)`."""
+    taken = []
+    for _ in range(steps):
+        pacer.observe(decode, prefill_tokens=0, decoding=True)
+        n, _ = pacer.fit(pacer.budget(decoding=True), decoding=True)
+        taken.append(n)
+        pacer.observe(decode + spent(n), prefill_tokens=n, decoding=True)
+    return taken
+
+
 def test_on_cuda_a_fixed_cost_within_the_gap_does_not_trap_the_chunk_at_a_small_power():
     """As on an H100 (random 8B): a decode step of 15 ms, and any step with prompt tokens 20 ms
     more, whatever their number up to a few hundred. The steps take the power of two below the
     budget; resized from that, a budget that grows less than 2x per step fell back to the same
     power every time, and a long prompt went 16 tokens a step for 89 steps."""
     pacer = PrefillPacer(max_chunk=2048, pow2=True)
-    taken = []
-    for _ in range(30):
-        pacer.observe(0.015, prefill_tokens=0, decoding=True)
-        n, _ = pacer.fit(pacer.budget(decoding=True), decoding=True)
-        taken.append(n)
-        pacer.observe(0.015 + 0.020 + n * 2e-5, prefill_tokens=n, decoding=True)
+    taken = _cuda_steps(pacer, lambda n: 0.020 + n * 2e-5, steps=30, decode=0.015)
     assert taken[0] == 64 and max(taken[-10:]) >= 256, taken
     assert all(0.035 + n * 2e-5 <= 0.046 for n in taken)  # each step about three decode steps
 
@@ -182,17 +188,6 @@ def test_a_bursts_whole_chunk_prices_tokens_but_does_not_resize_the_paced_chunk(
     pacer.observe(0.1 + 0.02 + 512 * 0.01, prefill_tokens=512, decoding=True, paced=False)
     assert pacer.budget(decoding=True) == n
     assert pacer.costs.count() == costs + 1
-
-
-def _cuda_steps(pacer: PrefillPacer, spent, *, steps: int, decode: float = 0.010) -> list[int]:
-    """Steps of a long prompt beside decoding rows on CUDA, each power `n` adding `spent(n)`."""
-    taken = []
-    for _ in range(steps):
-        pacer.observe(decode, prefill_tokens=0, decoding=True)
-        n, _ = pacer.fit(pacer.budget(decoding=True), decoding=True)
-        taken.append(n)
-        pacer.observe(decode + spent(n), prefill_tokens=n, decoding=True)
-    return taken
 
 
 def test_on_cuda_a_power_that_broke_the_gap_is_not_tried_again():
