@@ -29,20 +29,26 @@ protect_singleton_refcounts()
 
 
 @pytest.fixture(scope="package")
-def qloop(qapp):
+def package_collector(qapp):
+    """The package's GUI-thread garbage collector, as the app runs one (app/gui_gc.py)."""
+    from app.gui_gc import GuiThreadCollector
+
+    collector = GuiThreadCollector()  # as the app does: Qt objects die on the GUI thread
+    collector.start()
+    yield collector
+    collector.stop()
+
+
+@pytest.fixture(scope="package")
+def qloop(qapp, package_collector):
     """A qasync loop marked running over the QApplication (DESIGN.md); undone after the
     package so that other test packages can use asyncio.run."""
     from qasync import QEventLoop
 
-    from app.gui_gc import GuiThreadCollector
-
     loop = QEventLoop(qapp, already_running=True)  # also marks it as the running loop
     asyncio.set_event_loop(loop)
     use_loop(loop)
-    collector = GuiThreadCollector()  # as the app does: Qt objects die on the GUI thread
-    collector.start()
     yield loop
-    collector.stop()
     use_loop(None)
     executor = getattr(loop, "_QEventLoop__default_executor", None)
     if executor is not None:  # Engine.stop joins its thread through it: end its QThreads

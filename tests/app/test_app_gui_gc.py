@@ -50,7 +50,9 @@ def test_without_it_a_worker_thread_collects_cycles_that_hold_qt_objects():
         gc.disable()
 
 
-def test_cycles_die_on_the_gui_thread_on_the_timer(qapp):
+def test_cycles_die_on_the_gui_thread_on_the_timer(qapp, package_collector):
+    # The package's collector, on the same thread, would otherwise race this one to the cycle.
+    package_collector.stop()
     collector = GuiThreadCollector(interval_ms=20)
     collector.start()
     try:
@@ -64,6 +66,7 @@ def test_cycles_die_on_the_gui_thread_on_the_timer(qapp):
         del kept
     finally:
         collector.stop()
+        package_collector.start()
 
 
 def test_start_and_stop_restore_the_collector_as_it_was():
