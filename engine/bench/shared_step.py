@@ -48,8 +48,9 @@ def measure(
 
     def filled(n: int) -> list[Any]:
         cache = make_prompt_cache(model)
-        model(tokens(n), cache=cache)
-        mx.eval([c.state for c in cache])
+        if n > 0:  # an empty prompt's cache is the fresh one
+            model(tokens(n), cache=cache)
+            mx.eval([c.state for c in cache])
         return cache
 
     batch = merge_row_caches([filled(row_context + 10 * i) for i in range(rows)])
@@ -112,6 +113,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=DEFAULT_REPEATS)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
+    if args.rows < 1 or args.row_context < 1 or args.context < 0 or args.repeats < 1:
+        parser.error("--rows, --row-context and --repeats must be ≥ 1, --context ≥ 0")
+    if any(n < 1 for n in args.chunks):
+        parser.error("--chunks must be ≥ 1")
     import mlx.core as mx
 
     from engine.models import load_model

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from engine.bench import shared_step
 
 
@@ -17,3 +19,17 @@ def test_shared_step_times_each_way_per_chunk(tmp_path):
     assert [r["chunk"] for r in rows] == [4, 8]
     keys = ("decode_ms", "chunk_ms", "separate_ms", "shared_ms")
     assert all(r[k] > 0 for r in rows for k in keys)
+
+
+def test_a_prompt_chunk_from_the_first_position_is_timed_too(tmp_path):
+    args = ["--model", "random:tiny", "--rows", "1", "--row-context", "8", "--context", "0"]
+    assert shared_step.main([*args, "--chunks", "4", "--repeats", "1"]) == 0
+
+
+@pytest.mark.parametrize(
+    "bad", [["--chunks", "0"], ["--rows", "0"], ["--context", "-1"], ["--repeats", "0"]]
+)
+def test_arguments_out_of_range_are_refused_with_a_message(bad, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        shared_step.main(["--model", "random:tiny", *bad])
+    assert exit_.value.code == 2 and "must be" in capsys.readouterr().err
