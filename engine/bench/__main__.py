@@ -31,6 +31,7 @@ from engine.bench.baselines import (
     run_single_stream,
 )
 from engine.bench.charts import speedup_chart
+from engine.bench.cli_args import fraction, int_range, positive_int
 from engine.bench.process_exit import run_and_exit
 from engine.bench.result_rows import make_row, print_row
 from engine.bench.spec_configs import (
@@ -42,11 +43,20 @@ from engine.bench.spec_configs import (
     take_timing,
 )
 from engine.bench.synthetic import SyntheticDrafter
-from engine.bench.workloads import WORKLOADS, messages_for, prompt_ids
+from engine.bench.workloads import CHAT_QUESTIONS, WORKLOADS, messages_for, prompt_ids
 from engine.default_model import default_cache_root
 from engine.kernels.as_shipped import mlx_as_shipped
 from engine.kernels.compiled_cache import keep_compiled_kernels
-from engine.requests import SpecMethod, SpeculativeParams
+from engine.requests import (
+    DEFAULT_NGRAM_MAX,
+    DEFAULT_NGRAM_MIN,
+    MAX_DRAFT_TOKENS,
+    MAX_MAX_TOKENS,
+    MAX_NGRAM,
+    MAX_PROMPT_TOKENS,
+    SpecMethod,
+    SpeculativeParams,
+)
 
 DEFAULT_CONCURRENCY = (1, 4, 8)
 DEFAULT_MAX_TOKENS = 64
@@ -62,11 +72,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=None,
         help="MTP weights (safetensors file or folder) for a --model folder that lacks them",
     )
-    p.add_argument("--concurrency", type=int, nargs="+", default=list(DEFAULT_CONCURRENCY))
-    p.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS)
+    p.add_argument("--concurrency", type=positive_int, nargs="+", default=list(DEFAULT_CONCURRENCY))
+    p.add_argument("--max-tokens", type=int_range(1, MAX_MAX_TOKENS), default=DEFAULT_MAX_TOKENS)
     p.add_argument(
         "--requests-per-slot",
-        type=int,
+        type=positive_int,
         default=1,
         help="each of the c slots serves this many prompts in turn (the next starts when one"
         " finishes), so a run covers c x this many different prompts",
@@ -75,21 +85,31 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--speculative", choices=[m.value for m in SpecMethod], default=SpecMethod.OFF.value
     )
-    p.add_argument("--draft-tokens", type=int, nargs="+", default=[4])
-    p.add_argument("--ngram-min", type=int, default=None, help="prompt lookup's shortest n-gram")
-    p.add_argument("--ngram-max", type=int, default=None, help="prompt lookup's longest n-gram")
+    # a request's draft_tokens is 1..MAX_DRAFT_TOKENS: 0 would not mean "no drafting"
+    draft_tokens = int_range(1, MAX_DRAFT_TOKENS, hint="for no drafting use --speculative off")
+    p.add_argument("--draft-tokens", type=draft_tokens, nargs="+", default=[4])
+    ngram = int_range(1, MAX_NGRAM)
+    p.add_argument("--ngram-min", type=ngram, default=None, help="prompt lookup's shortest n-gram")
+    p.add_argument("--ngram-max", type=ngram, default=None, help="prompt lookup's longest n-gram")
     p.add_argument(
         "--acceptance",
-        type=float,
+        type=fraction,
         nargs="+",
         default=[0.7],
         help="synthetic drafter's acceptance rates",
     )
-    p.add_argument("--repeats", type=int, default=DEFAULT_REPEATS, help="alternated runs each")
     p.add_argument(
-        "--prefill-chunk", type=int, default=None, help="default: the engine's, by device"
+        "--repeats", type=positive_int, default=DEFAULT_REPEATS, help="alternated runs each"
     )
-    p.add_argument("--long-tokens", type=int, default=2048, help="long-prompt workload's prompt")
+    p.add_argument(
+        "--prefill-chunk", type=positive_int, default=None, help="default: the engine's, by device"
+    )
+    p.add_argument(
+        "--long-tokens",
+        type=int_range(1, MAX_PROMPT_TOKENS),
+        default=2048,
+        help="long-prompt workload's prompt",
+    )
     p.add_argument("--no-baseline", action="store_true", help="skip mlx-lm's BatchGenerator")
     p.add_argument("--no-check", action="store_true", help="skip the mlx_lm.generate check")
     p.add_argument(
@@ -129,6 +149,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.workload == "long-prompt" and args.speculative == SpecMethod.SYNTHETIC.value:
         p.error("--workload long-prompt drafts with a real drafter: draft, lookup, auto or mtp")
+    if args.workload == "multiturn" and args.repeats > len(CHAT_QUESTIONS):
+        most = len(CHAT_QUESTIONS)
+        p.error(f"--workload multiturn asks one question per repeat: --repeats at most {most}")
+    if args.workload == "long-prompt" and len(args.draft_tokens) > 1:
+        p.error("--workload long-prompt takes one --draft-tokens")  # it would use the first
+    # an unset bound is the request's default: --ngram-min 6 alone is over its default max
+    ngram_min = DEFAULT_NGRAM_MIN if args.ngram_min is None else args.ngram_min
+    ngram_max = DEFAULT_NGRAM_MAX if args.ngram_max is None else args.ngram_max
+    if ngram_min > ngram_max:
+        unset = " by default" if args.ngram_max is None else ""
+        p.error(f"--ngram-min ({ngram_min}) must be <= --ngram-max ({ngram_max}{unset})")
     return args
 
 

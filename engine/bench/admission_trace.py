@@ -21,12 +21,21 @@ from pathlib import Path
 from typing import Any
 
 from engine.bench.baselines import batch_generator
+from engine.bench.cli_args import float_at_least, int_range, positive_int
 from engine.bench.workloads import messages_for, prompt_ids
 from engine.config import DEFAULT_PREFILL_GAP_FACTOR
-from engine.requests import ErrorEvent, GenerationRequest, TokenEvent
+from engine.requests import MAX_PROMPT_TOKENS, ErrorEvent, GenerationRequest, TokenEvent
 
 DEFAULT_CONCURRENCY = 32
 DEFAULT_REPEATS = 3
+
+
+def gap_factor(text: str) -> float | None:
+    """--gap-factor: 'none' (whole chunks), or a factor >= 1 (a step with a prompt's chunk takes
+    about that many decode steps; below 1 the prompt's share of it would be negative)."""
+    if text.strip().lower() == "none":
+        return None
+    return float_at_least(1.0)(text)
 
 
 def trace_ours(core: Any, prompts: list[list[int]], *, burst_s: float | None = None) -> dict:
@@ -116,15 +125,23 @@ def print_steps(steps: list[dict]) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m engine.bench.admission_trace")
     parser.add_argument("--model", default="random:tiny")
-    parser.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY)
-    parser.add_argument("--repeats", type=int, default=DEFAULT_REPEATS)
-    parser.add_argument("--prefill-chunk", type=int, default=None, help="default: by device")
+    parser.add_argument("--concurrency", type=positive_int, default=DEFAULT_CONCURRENCY)
+    parser.add_argument("--repeats", type=positive_int, default=DEFAULT_REPEATS)
+    parser.add_argument(
+        "--prefill-chunk", type=positive_int, default=None, help="default: by device"
+    )
     parser.add_argument(
         "--gap-factor",
-        default=str(DEFAULT_PREFILL_GAP_FACTOR),
-        help="the prefill pacer's gap factor; 'none': whole chunks beside decoding rows",
+        type=gap_factor,
+        default=DEFAULT_PREFILL_GAP_FACTOR,
+        help="the prefill pacer's gap factor (>= 1); 'none': whole chunks beside decoding rows",
     )
-    parser.add_argument("--prompt-tokens", type=int, default=None, help="default: chat prompts")
+    parser.add_argument(
+        "--prompt-tokens",
+        type=int_range(1, MAX_PROMPT_TOKENS),
+        default=None,
+        help="default: chat prompts",
+    )
     parser.add_argument(
         "--paced-too", action="store_true", help="also run with a burst's rows owed their gap"
     )
@@ -140,14 +157,14 @@ def main(argv: list[str] | None = None) -> int:
         model=args.model,
         max_batch=max(32, args.concurrency),
         prefill_chunk=args.prefill_chunk,
-        prefill_gap_factor=None if args.gap_factor == "none" else float(args.gap_factor),
+        prefill_gap_factor=args.gap_factor,
         prompt_cache=False,
         log_blas=False,
     )
     core = EngineCore(loaded, config=config)
     messages = messages_for("chat", args.concurrency)
     prompts = [prompt_ids(loaded.tokenizer, m) for m in messages]
-    if args.prompt_tokens:
+    if args.prompt_tokens is not None:
         prompts = [(p * (args.prompt_tokens // len(p) + 1))[: args.prompt_tokens] for p in prompts]
     trace_ours(core, prompts)  # untimed: kernels and graphs for these shapes
     trace_batch_generator(loaded.model, loaded.tokenizer, prompts)

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import mlx.core as mx
 
+from engine.bench.cli_args import positive_int
 from engine.bench.process_exit import run_and_exit
 from engine.device import on_cuda
 from engine.kernels import verify_attention_cuda as vac
@@ -60,6 +61,13 @@ def verify_mask(batch: int, queries: int, keys: int) -> mx.array:
     hole = ((mx.arange(batch) % 2) == 1)[:, None, None] & (pos >= pad + 5) & (pos < pad + 8)
     mask = (pos >= pad) & (pos <= query_pos) & ~hole
     return mask[:, None]
+
+
+def min_keys(batches: int, queries: int) -> int:
+    """The fewest keys with which verify_mask leaves every query of every row a key to attend
+    to (a row of only masked keys is NaN in the reference): the unwritten tail, the queries,
+    the left padding."""
+    return 64 + queries + max(b * 7 % 40 for b in range(batches))
 
 
 def reference(q, k, v, scale, mask) -> mx.array:
@@ -114,12 +122,18 @@ def check_case(batch, queries, keys, heads, dtype_name, repeats) -> CaseResult:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--json", type=Path, default=None)
-    p.add_argument("--repeats", type=int, default=DEFAULT_REPEATS)
-    p.add_argument("--batches", type=int, nargs="+", default=list(DEFAULT_BATCHES))
-    p.add_argument("--queries", type=int, nargs="+", default=list(DEFAULT_QUERIES))
-    p.add_argument("--keys", type=int, nargs="+", default=list(DEFAULT_KEYS))
+    p.add_argument("--repeats", type=positive_int, default=DEFAULT_REPEATS)
+    p.add_argument("--batches", type=positive_int, nargs="+", default=list(DEFAULT_BATCHES))
+    p.add_argument("--queries", type=positive_int, nargs="+", default=list(DEFAULT_QUERIES))
+    p.add_argument("--keys", type=positive_int, nargs="+", default=list(DEFAULT_KEYS))
     p.add_argument("--dtypes", nargs="+", default=list(DEFAULT_DTYPES))
     args = p.parse_args(argv)
+    fewest = min_keys(max(args.batches), max(args.queries))
+    if min(args.keys) < fewest:
+        p.error(
+            f"--keys must be >= {fewest} for --batches up to {max(args.batches)} and --queries "
+            f"up to {max(args.queries)} (64 unwritten, the queries, up to 39 of left padding)"
+        )
     if not on_cuda():
         print("no CUDA GPU here: the verify-attention kernel is CUDA only; nothing to check")
         return 0

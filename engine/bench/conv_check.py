@@ -22,6 +22,7 @@ from typing import Any
 import mlx.core as mx
 import mlx.nn as nn
 
+from engine.bench.cli_args import positive_int
 from engine.bench.process_exit import run_and_exit
 from engine.kernels import depthwise_conv_cuda as dcc
 
@@ -117,7 +118,7 @@ def new_shape_costs(model_spec: str, batches: tuple[int, ...], width: int) -> di
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--json", type=Path, default=None)
-    p.add_argument("--repeats", type=int, default=DEFAULT_REPEATS)
+    p.add_argument("--repeats", type=positive_int, default=DEFAULT_REPEATS)
     p.add_argument("--model", default=None, help="also time a model's new-shape forwards")
     args = p.parse_args(argv)
     if not dcc.install():

@@ -22,6 +22,7 @@ from typing import Any
 
 import mlx.core as mx
 
+from engine.bench.cli_args import positive_int
 from engine.kernels import gated_delta_cuda as gdc
 
 DEFAULT_BATCHES = (1, 4, 32)
@@ -231,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run every case, print the table, write the JSON; exit 1 if any case failed."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", type=Path, help="write the results here")
-    parser.add_argument("--repeats", type=int, default=DEFAULT_REPEATS)
+    parser.add_argument("--repeats", type=positive_int, default=DEFAULT_REPEATS)
     parser.add_argument("--quick", action="store_true", help="B=4, T=9 only")
     args = parser.parse_args(argv)
 

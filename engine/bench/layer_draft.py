@@ -19,6 +19,7 @@ from pathlib import Path
 import mlx.core as mx
 
 import engine  # noqa: F401  (OpenBLAS before MLX)
+from engine.bench.cli_args import non_negative_int
 
 DEFAULT_FIRST = 8
 DEFAULT_LAST = 4
@@ -62,16 +63,27 @@ def make_layer_draft(
     return out
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     from engine.default_model import ensure_default_model
 
     p = argparse.ArgumentParser(prog="python -m engine.bench.layer_draft", description=__doc__)
     p.add_argument("--target", type=Path, default=None, help="model folder (default model)")
-    p.add_argument("--first", type=int, default=DEFAULT_FIRST, help="first layers kept")
-    p.add_argument("--last", type=int, default=DEFAULT_LAST, help="last layers kept")
+    p.add_argument(
+        "--first", type=non_negative_int, default=DEFAULT_FIRST, help="first layers kept"
+    )
+    p.add_argument("--last", type=non_negative_int, default=DEFAULT_LAST, help="last layers kept")
     p.add_argument("--out", type=Path, required=True)
-    args = p.parse_args()
+    args = p.parse_args(argv)
+    if args.first + args.last < 1:
+        p.error("--first and --last keep no layer: together they must be >= 1")
     target = args.target or ensure_default_model()
+    # the target's own layer count bounds them too: read from its config, before any weight
+    total = json.loads((target / "config.json").read_text())["num_hidden_layers"]
+    if args.first + args.last >= total:
+        p.error(
+            f"--first {args.first} and --last {args.last} keep every layer of the target's "
+            f"{total}: together they must be <= {total - 1}"
+        )
     print(make_layer_draft(target, args.out, first=args.first, last=args.last))
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import mlx.core as mx
 
+from engine.bench.cli_args import positive_int
 from engine.bench.process_exit import run_and_exit
 from engine.device import on_cuda
 from engine.kernels import skinny_matmul_cuda as smc
@@ -114,8 +115,8 @@ def check_shape(rows, k, n, dtype_name, launches, repeats) -> list[CaseResult]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--json", type=Path, default=None)
-    p.add_argument("--repeats", type=int, default=DEFAULT_REPEATS)
-    p.add_argument("--rows", type=int, nargs="+", default=list(DEFAULT_ROWS))
+    p.add_argument("--repeats", type=positive_int, default=DEFAULT_REPEATS)
+    p.add_argument("--rows", type=positive_int, nargs="+", default=list(DEFAULT_ROWS))
     p.add_argument("--dtypes", nargs="+", default=list(DEFAULT_DTYPES))
     p.add_argument("--quick", action="store_true", help="the default launch shape only")
     args = p.parse_args(argv)

@@ -22,7 +22,8 @@ def history(tokenizer: Any, target_tokens: int) -> list[dict[str, str]]:
     """Earlier turns (questions and long answers) until the template holds ~target tokens."""
     messages: list[dict[str, str]] = []
     i = 0
-    while len(prompt_ids(tokenizer, messages or [{"role": "user", "content": ""}])) < target_tokens:
+    # at least one turn: a template cannot be applied to no messages at all
+    while not messages or len(prompt_ids(tokenizer, messages)) < target_tokens:
         instruction, text = REWRITE_TEXTS[i % len(REWRITE_TEXTS)]
         messages += [
             {"role": "user", "content": f"{instruction}\n\n{text}"},

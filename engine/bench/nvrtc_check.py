@@ -124,6 +124,15 @@ def find_nvrtc() -> tuple[Path, Path] | None:
     return Path(lib), Path(include)
 
 
+def gpu_arch(text: str) -> str:
+    """--arch: a GPU architecture as NVRTC names it (sm_90, sm_90a, compute_90, lto_90)."""
+    if not re.fullmatch(r"(sm|compute|lto)_\d{2,3}[af]?", text):
+        raise argparse.ArgumentTypeError(
+            f"must be an architecture such as sm_90, sm_90a or compute_90, got {text!r}"
+        )
+    return text
+
+
 def compile_source(nvrtc: ctypes.CDLL, source: str, *, include: Path, arch: str) -> tuple[int, str]:
     """NVRTC's result code and its log for one source."""
     program = ctypes.c_void_p()
@@ -147,7 +156,7 @@ def compile_source(nvrtc: ctypes.CDLL, source: str, *, include: Path, arch: str)
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--arch", default=DEFAULT_ARCH)
+    p.add_argument("--arch", type=gpu_arch, default=DEFAULT_ARCH)
     p.add_argument("--verbose", action="store_true", help="registers of every variant")
     args = p.parse_args(argv)
     found = find_nvrtc()

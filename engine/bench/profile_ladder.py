@@ -32,6 +32,7 @@ from typing import Any
 import engine  # noqa: F401  (OpenBLAS before MLX)
 from engine.bench import ladder_rungs as rungs
 from engine.bench.__main__ import machine
+from engine.bench.cli_args import positive_int
 from engine.bench.process_exit import run_and_exit
 from engine.bench.synthetic import SyntheticDrafter
 from engine.kernels.as_shipped import mlx_as_shipped
@@ -54,19 +55,34 @@ PLAIN_OF = {
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m engine.bench.profile_ladder", description=__doc__)
     p.add_argument("--model", default=None, help="model folder, HF repo id, random:1b|8b|tiny|host")
-    p.add_argument("--batch", type=int, nargs="+", default=list(DEFAULT_BATCHES))
-    p.add_argument("--context", type=int, default=DEFAULT_CONTEXT, help="prompt tokens per row")
-    p.add_argument("--tokens", type=int, default=DEFAULT_TOKENS, help="timed steps per run")
-    p.add_argument("--repeats", type=int, default=DEFAULT_REPEATS, help="alternated runs each")
+    p.add_argument("--batch", type=positive_int, nargs="+", default=list(DEFAULT_BATCHES))
+    p.add_argument(
+        "--context", type=positive_int, default=DEFAULT_CONTEXT, help="prompt tokens per row"
+    )
+    p.add_argument(
+        "--tokens", type=positive_int, default=DEFAULT_TOKENS, help="timed steps per run"
+    )
+    p.add_argument(
+        "--repeats", type=positive_int, default=DEFAULT_REPEATS, help="alternated runs each"
+    )
     p.add_argument(
         "--prefill-chunk",
-        type=int,
+        type=positive_int,
         default=None,
         help="default: every row's prompt in one step, so that all rows join together",
     )
     p.add_argument("--only", nargs="+", default=None, help="run only these rungs")
     p.add_argument("--json", type=Path, default=None, help="write results here")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    # the ragged rung's rows are up to 6 tokens shorter than --context (ladder_rungs.prompts_for)
+    shorter = min(max(args.batch) - 1, 6)
+    ragged = args.only is None or "ours-cache-ragged" in args.only
+    if ragged and args.context <= shorter:
+        p.error(
+            f"--context must be > {shorter} at --batch {max(args.batch)}: the ragged rows are "
+            f"up to {shorter} tokens shorter"
+        )
+    return args
 
 
 class Ladder:

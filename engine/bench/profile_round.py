@@ -13,6 +13,7 @@ from typing import Any
 import mlx.core as mx
 from mlx_lm.models.cache import make_prompt_cache
 
+from engine.bench.cli_args import positive_int
 from engine.cache import recurrent_capture
 from engine.cache.batch_rows import merge_row_caches
 from engine.cache.kv_quant import merge_layer
@@ -51,16 +52,22 @@ def prefilled_batch(model: Any, prompts: list[list[int]], *, ours: bool = True) 
     return layers
 
 
-def main() -> None:
-    p = argparse.ArgumentParser()
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(prog="python -m engine.bench.profile_round")
     p.add_argument("--model", default=None)
-    p.add_argument("--batch", type=int, default=16)
-    p.add_argument("--context", type=int, default=256)
-    p.add_argument("--widths", type=int, nargs="+", default=[1, 3, 5, 9])
+    p.add_argument("--batch", type=positive_int, default=16)
+    p.add_argument("--context", type=positive_int, default=256)
+    p.add_argument("--widths", type=positive_int, nargs="+", default=[1, 3, 5, 9])
     p.add_argument(
         "--ragged", action="store_true", help="rows feed different lengths (recurrent layers mask)"
     )
-    args = p.parse_args()
+    args = p.parse_args(argv)
+    shorter = min(args.batch - 1, 6)  # ragged_prompts: rows up to 6 tokens shorter
+    if args.context <= shorter:
+        p.error(
+            f"--context must be > {shorter} at --batch {args.batch}: the rows' prompts are up "
+            f"to {shorter} tokens shorter"
+        )
     loaded = load_any(args.model)
     model, B, L = loaded.model, args.batch, args.context
 

@@ -18,6 +18,7 @@ import mlx.core as mx
 from mlx_lm.models.cache import BatchKVCache, make_prompt_cache
 
 import engine  # noqa: F401  (OpenBLAS before MLX)
+from engine.bench.cli_args import positive_int
 from engine.cache import LOADING, CacheNamespace, PromptCache
 from engine.models import load_model
 
@@ -32,9 +33,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         prog="python -m engine.bench.prompt_cache_publish", description=__doc__
     )
     p.add_argument("--model", default=None, help="model folder, HF repo id, random:1b|8b|tiny|host")
-    p.add_argument("--tokens", type=int, default=DEFAULT_TOKENS, help="the reply's history")
-    p.add_argument("--repeats", type=int, default=DEFAULT_REPEATS)
-    p.add_argument("--steps-after", type=int, default=DEFAULT_STEPS_AFTER)
+    p.add_argument(
+        "--tokens", type=positive_int, default=DEFAULT_TOKENS, help="the reply's history"
+    )
+    p.add_argument("--repeats", type=positive_int, default=DEFAULT_REPEATS)
+    p.add_argument(
+        "--steps-after",
+        type=positive_int,
+        default=DEFAULT_STEPS_AFTER,
+        help="decode steps after each publish (their median is the step the costs are shares of)",
+    )
     p.add_argument("--ram-only", action="store_true", help="no disk tier")
     return p.parse_args(argv)
 

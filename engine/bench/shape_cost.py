@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from engine.bench.cli_args import positive_int
 from engine.bench.device_rows import write_device_rows
 
 DEFAULT_CONTEXT = 1000
@@ -55,8 +56,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--model", default="random:1b", help="model folder or random:1b|8b|tiny|host"
     )
-    parser.add_argument("--context", type=int, default=DEFAULT_CONTEXT)
-    parser.add_argument("--chunks", type=int, nargs="+", default=list(DEFAULT_CHUNKS))
+    # the cache is filled by one forward over --context tokens: an empty one has no forward
+    parser.add_argument("--context", type=positive_int, default=DEFAULT_CONTEXT)
+    parser.add_argument("--chunks", type=positive_int, nargs="+", default=list(DEFAULT_CHUNKS))
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
     import mlx.core as mx

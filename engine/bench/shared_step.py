@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from engine.bench.cli_args import non_negative_int, positive_int
 from engine.bench.device_rows import write_device_rows
 
 DEFAULT_ROWS = 3
@@ -106,17 +107,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--model", default=None, help="model folder or random:1b|8b (default: ours)"
     )
-    parser.add_argument("--rows", type=int, default=DEFAULT_ROWS)
-    parser.add_argument("--row-context", type=int, default=DEFAULT_ROW_CONTEXT)
-    parser.add_argument("--context", type=int, default=DEFAULT_CONTEXT)
-    parser.add_argument("--chunks", type=int, nargs="+", default=list(DEFAULT_CHUNKS))
-    parser.add_argument("--repeats", type=int, default=DEFAULT_REPEATS)
+    parser.add_argument("--rows", type=positive_int, default=DEFAULT_ROWS)
+    parser.add_argument("--row-context", type=positive_int, default=DEFAULT_ROW_CONTEXT)
+    # 0: the prompt's chunk starts at its first position
+    parser.add_argument("--context", type=non_negative_int, default=DEFAULT_CONTEXT)
+    parser.add_argument("--chunks", type=positive_int, nargs="+", default=list(DEFAULT_CHUNKS))
+    parser.add_argument("--repeats", type=positive_int, default=DEFAULT_REPEATS)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
-    if args.rows < 1 or args.row_context < 1 or args.context < 0 or args.repeats < 1:
-        parser.error("--rows, --row-context and --repeats must be ≥ 1, --context ≥ 0")
-    if any(n < 1 for n in args.chunks):
-        parser.error("--chunks must be ≥ 1")
     import mlx.core as mx
 
     from engine.models import load_model

@@ -25,10 +25,11 @@ from pathlib import Path
 import engine  # noqa: F401  (OpenBLAS before MLX)
 from engine.api import Engine, EngineConfig
 from engine.bench.baselines import RunResult, reference_tokens, run_ours
+from engine.bench.cli_args import int_range, positive_int
 from engine.bench.workloads import messages_for, prompt_ids
 from engine.hosting.model_loader import LoadJob
 from engine.kernels.as_shipped import mlx_as_shipped
-from engine.requests import GenerationRequest, TokenEvent
+from engine.requests import MAX_MAX_TOKENS, GenerationRequest, TokenEvent
 
 DEFAULT_CONCURRENCY = 4  # rows per model
 DEFAULT_MAX_TOKENS = 48
@@ -45,9 +46,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="the second model folder (default: the built-in model's first 8 and last 4 layers, "
         "cut by engine.bench.layer_draft into a temporary folder)",
     )
-    p.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY, help="rows per model")
-    p.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS)
-    p.add_argument("--repeats", type=int, default=DEFAULT_REPEATS)
+    p.add_argument(
+        "--concurrency", type=positive_int, default=DEFAULT_CONCURRENCY, help="rows per model"
+    )
+    # the load-gap runs ask for 4 x --max-tokens, which a request caps at MAX_MAX_TOKENS
+    p.add_argument(
+        "--max-tokens", type=int_range(1, MAX_MAX_TOKENS // 4), default=DEFAULT_MAX_TOKENS
+    )
+    p.add_argument("--repeats", type=positive_int, default=DEFAULT_REPEATS)
     p.add_argument("--workload", choices=("chat", "rewrite"), default="chat")
     p.add_argument("--json", type=Path, default=None, help="write results here")
     return p.parse_args(argv)

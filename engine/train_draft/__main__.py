@@ -22,46 +22,69 @@ from typing import Any
 import mlx.core as mx
 from mlx_lm import load
 
+from engine.bench.cli_args import (
+    int_range,
+    non_negative_float,
+    non_negative_int,
+    positive_float,
+    positive_int,
+)
 from engine.default_model import DEFAULT_MODEL_NAME, default_dtype, ensure_default_model
 from engine.gguf_convert import convert_gguf
 from engine.speculative.eagle_head import HeadConfig, load_head
 from engine.train_draft.curve import plot_curve
 from engine.train_draft.distill import Sample, generate_replies, load_samples, save_samples
 from engine.train_draft.evaluate import evaluate_head
+from engine.train_draft.objective import DEFAULT_PASS_WEIGHTS
 from engine.train_draft.prompts import DEFAULT_SEED, make_prompts
 from engine.train_draft.train import TrainOptions, draft_vocabulary, train
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m engine.train_draft", description=__doc__)
     p.add_argument("--gguf", type=Path, default=None, help="convert this GGUF (default: embedded)")
     p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--train-prompts", type=int, default=6000)
-    p.add_argument("--heldout-prompts", type=int, default=128)
-    p.add_argument("--temperatures", type=float, nargs="+", default=[0.0, 0.7])
-    p.add_argument("--max-tokens", type=int, default=192)
-    p.add_argument("--gen-batch", type=int, default=256)
-    p.add_argument("--gen-chunk", type=int, default=1024, help="prompts per generation round")
-    p.add_argument("--gen-budget", type=float, default=1e9, help="seconds; stops between chunks")
-    p.add_argument("--seed", type=int, default=DEFAULT_SEED)
+    # no training replies: training would loop forever over no batches; no held-out ones:
+    # every evaluation would read 0
+    p.add_argument("--train-prompts", type=positive_int, default=6000)
+    p.add_argument("--heldout-prompts", type=positive_int, default=128)
+    p.add_argument("--temperatures", type=non_negative_float, nargs="+", default=[0.0, 0.7])
+    p.add_argument("--max-tokens", type=positive_int, default=192)
+    p.add_argument("--gen-batch", type=positive_int, default=256)
+    p.add_argument(
+        "--gen-chunk", type=positive_int, default=1024, help="prompts per generation round"
+    )
+    p.add_argument(
+        "--gen-budget", type=positive_float, default=1e9, help="seconds; stops between chunks"
+    )
+    # MLX seeds are unsigned; per chunk and temperature the seed grows by 1000s (`generate`)
+    p.add_argument("--seed", type=int_range(0, 2**32 - 1), default=DEFAULT_SEED)
     p.add_argument("--data", type=Path, default=None, help="keep or reuse generated replies here")
     p.add_argument("--generate-only", action="store_true", help="stop after saving --data")
     p.add_argument(
         "--bench-prompts",
-        type=int,
+        type=non_negative_int,
         default=32,
         help="evaluate the trained head on this many of the benchmark's chat prompts (0: none)",
     )
     defaults = TrainOptions()
-    p.add_argument("--steps", type=int, default=defaults.steps)
-    p.add_argument("--time-budget", type=float, default=defaults.time_budget_s)
-    p.add_argument("--batch-tokens", type=int, default=defaults.batch_tokens)
-    p.add_argument("--lr", type=float, default=defaults.lr)
-    p.add_argument("--warmup", type=int, default=defaults.warmup)
-    p.add_argument("--eval-every", type=int, default=defaults.eval_every)
-    p.add_argument("--draft-vocab", type=int, default=defaults.draft_vocab)
-    p.add_argument("--depth", type=int, default=defaults.depth)
-    return p.parse_args(argv)
+    p.add_argument("--steps", type=positive_int, default=defaults.steps)
+    p.add_argument(
+        "--time-budget", type=positive_float, default=defaults.time_budget_s, help="seconds"
+    )
+    p.add_argument("--batch-tokens", type=positive_int, default=defaults.batch_tokens)
+    p.add_argument("--lr", type=positive_float, default=defaults.lr)
+    p.add_argument("--warmup", type=non_negative_int, default=defaults.warmup, help="0: none")
+    p.add_argument("--eval-every", type=positive_int, default=defaults.eval_every)
+    p.add_argument("--draft-vocab", type=positive_int, default=defaults.draft_vocab)
+    # the loss weighs each pass of the unrolled head: as many passes as it has weights
+    depth = int_range(1, len(DEFAULT_PASS_WEIGHTS))
+    p.add_argument("--depth", type=depth, default=defaults.depth)
+    return p
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    return parser().parse_args(argv)
 
 
 def log(message: str) -> None:
@@ -79,13 +102,17 @@ def model_folder(gguf: Path | None, scratch: Path) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    # the prompt generator's pools bound the counts; drawing takes a second, not a model load
+    try:
+        prompts = make_prompts(args.train_prompts, args.heldout_prompts, seed=args.seed)
+    except ValueError as exc:
+        parser().error(f"--train-prompts / --heldout-prompts: {exc}")
     args.out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     log(f"mlx {mx.__version__} on {mx.default_device()}")
     with tempfile.TemporaryDirectory(prefix="tandem-train-draft-") as scratch:
         model, tokenizer = load(str(model_folder(args.gguf, Path(scratch))))
     log(f"target loaded ({time.perf_counter() - started:.1f}s)")
-    prompts = make_prompts(args.train_prompts, args.heldout_prompts, seed=args.seed)
     if args.data and (args.data / "train.npz").exists():
         train_set = load_samples(args.data / "train.npz")
         heldout = load_samples(args.data / "heldout.npz")
@@ -177,7 +204,9 @@ def generate(
     )
     train_set: list[Sample] = []
     for first in range(0, len(train_prompts), args.gen_chunk):
-        if time.perf_counter() - started > args.gen_budget:
+        # the first chunk always runs: the budget stops between chunks, and training on no
+        # replies would loop forever
+        if first > 0 and time.perf_counter() - started > args.gen_budget:
             log(f"generation budget spent after {first} of {len(train_prompts)} prompts")
             break
         chunk = train_prompts[first : first + args.gen_chunk]

@@ -13,6 +13,7 @@ from typing import Any
 import mlx.core as mx
 
 from engine.bench.baselines import reference_tokens
+from engine.bench.cli_args import positive_int
 from engine.bench.workloads import messages_for, prompt_ids
 from engine.default_model import DEFAULT_MODEL_NAME
 from engine.kernels.as_shipped import mlx_as_shipped
@@ -56,10 +57,15 @@ def evaluate_head(
     return objective.accuracy(head, make_batch(model, samples, to_draft), rows, 3)
 
 
-if __name__ == "__main__":
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m engine.train_draft.evaluate")
-    parser.add_argument("prompts", type=int, nargs="?", default=DEFAULT_PROMPTS)
-    parser.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS)
+    parser.add_argument("prompts", type=positive_int, nargs="?", default=DEFAULT_PROMPTS)
+    parser.add_argument("--max-tokens", type=positive_int, default=DEFAULT_MAX_TOKENS)
     parser.add_argument("--head", type=Path, default=None, help="a head's .json (default: shipped)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     print(json.dumps(evaluate(args.prompts, args.max_tokens, head_config=args.head)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
