@@ -100,9 +100,9 @@ class PrefillPacer:
     others_decoding: bool = False
     others_decode_s: float | None = None
 
-    def budget(self, *, decoding: bool) -> int:
-        """Prompt tokens the next step may process (`decoding`: other rows are running)."""
-        if self.gap_factor is None or not decoding:
+    def budget(self, *, paced: bool) -> int:
+        """Prompt tokens the next step may process (`paced`: running rows are owed their gap)."""
+        if self.gap_factor is None or not paced:
             return self.max_chunk  # nobody waits
         chunk = self.chunk
         if chunk is None:  # the first step with prefill beside decoding rows
@@ -114,10 +114,10 @@ class PrefillPacer:
                 log.debug("first chunk beside decoding rows: %d (line %s)", chunk, line)
         return max(self.min_chunk, min(self.max_chunk, chunk))
 
-    def fit(self, tokens: int, *, decoding: bool, ends_prompt: bool = False) -> tuple[int, int]:
+    def fit(self, tokens: int, *, paced: bool, ends_prompt: bool = False) -> tuple[int, int]:
         """(the part of a row's `tokens` (> 0, within the budget) that one step takes, filler
         tokens after it). `ends_prompt`: they are the rest of the row's prompt."""
-        if not (self.pow2 and decoding and self.gap_factor is not None):
+        if not (self.pow2 and paced and self.gap_factor is not None):
             return tokens, 0
         shape = 1 << (tokens - 1).bit_length()  # the power of two at or above
         if ends_prompt and self.pad_tail and shape - tokens <= max(tokens // 2, self.min_chunk):
@@ -205,11 +205,11 @@ class PrefillPacer:
             target, power = power - 1, power // 2
         return target
 
-    def share_s(self, *, decoding: bool) -> float | None:
+    def share_s(self, *, paced: bool) -> float | None:
         """Seconds a step's prompt work may add beside decoding rows and keep their gap
         ((gap_factor - 1) decode steps); None: nobody waits or always whole chunks; 0 until a
         decode step was measured (the least work)."""
-        if self.gap_factor is None or not decoding:
+        if self.gap_factor is None or not paced:
             return None
         decode_s = self.decode_s or self.others_decode_s
         return 0.0 if decode_s is None else self._wanted(decode_s)

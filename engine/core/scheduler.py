@@ -185,7 +185,7 @@ class Scheduler:
         fewest tokens left first. Oldest first, a chat's next message waited behind a long prompt
         for all of it (54 s for a 2,048-token prompt on the 2-core CPU) while its reply could
         have started at once; now a long prompt waits only for prompts shorter than its rest."""
-        budget, chunks = self.pacer.budget(decoding=paced), []
+        budget, chunks = self.pacer.budget(paced=paced), []
         # the step's prompts go in one padded forward: each like the first (DEFAULT_PREFILL_WIDTH_*)
         widest, deepest = budget, float("inf")
         for state in sorted(ready, key=self._prompt_left):  # stable: oldest first among equals
@@ -202,7 +202,7 @@ class Scheduler:
                 take = min(todo, budget, widest)
                 if take < todo and self._sliver(take, chunks):
                     break  # the rest of the budget, padded to the first's width: not worth it
-            n, pad = self.pacer.fit(take, decoding=paced, ends_prompt=todo <= take)
+            n, pad = self.pacer.fit(take, paced=paced, ends_prompt=todo <= take)
             chunks.append(PrefillChunk(state, n, pad))
             budget -= n + pad
             if len(chunks) == 1:
@@ -233,7 +233,7 @@ class Scheduler:
             return None
         if not self._owed_a_gap(self.running):  # one burst: none owes another
             return None
-        share = self.pacer.share_s(decoding=True)
+        share = self.pacer.share_s(paced=True)
         return 0.0 if share is not None and plan.prefill else share
 
     @staticmethod

@@ -9,15 +9,15 @@ def settle(pacer: PrefillPacer, *, decode: float, fixed: float, per_token: float
     """Steps on a machine where a step with n prompt tokens takes decode + fixed + n*per_token."""
     for _ in range(40):
         pacer.observe(decode, prefill_tokens=0, decoding=True)
-        n = pacer.budget(decoding=True)
+        n = pacer.budget(paced=True)
         pacer.observe(decode + fixed + n * per_token, prefill_tokens=n, decoding=True)
-    return pacer.budget(decoding=True)
+    return pacer.budget(paced=True)
 
 
 def test_whole_chunks_while_nobody_decodes_or_when_pacing_is_off():
     pacer = PrefillPacer(max_chunk=512)
     settle(pacer, decode=0.1, fixed=0.0, per_token=0.01)
-    assert pacer.budget(decoding=False) == 512
+    assert pacer.budget(paced=False) == 512
     off = PrefillPacer(max_chunk=512, gap_factor=None)
     assert settle(off, decode=0.1, fixed=0.0, per_token=0.01) == 512
 
@@ -39,7 +39,7 @@ def test_one_slow_step_moves_the_chunk_by_at_most_half():
     pacer = PrefillPacer(max_chunk=512)
     n = settle(pacer, decode=0.1, fixed=0.0, per_token=0.001)
     pacer.observe(100.0, prefill_tokens=n, decoding=True)
-    assert pacer.budget(decoding=True) >= n // 2
+    assert pacer.budget(paced=True) >= n // 2
 
 
 def test_a_fixed_cost_that_alone_breaks_the_gap_gives_few_large_chunks_not_many_small_ones():
@@ -51,7 +51,7 @@ def test_a_fixed_cost_that_alone_breaks_the_gap_gives_few_large_chunks_not_many_
     pacer.observe(0.007, prefill_tokens=0, decoding=True)
     seen = []
     for _ in range(8):
-        n = pacer.budget(decoding=True)
+        n = pacer.budget(paced=True)
         seen.append(n)
         pacer.observe(0.007 + 0.045 + n * 3e-5, prefill_tokens=n, decoding=True)
     assert min(seen) >= 16 and seen[-1] >= 1400
@@ -78,24 +78,24 @@ def test_prompts_processed_alone_size_the_first_chunk_beside_decoding_rows():
     for tokens in (40, 120, 300):
         cpu.observe(0.02 + 0.001 * tokens, prefill_tokens=tokens, decoding=False)
     cpu.observe(0.09, prefill_tokens=0, decoding=True)
-    assert abs(cpu.budget(decoding=True) - 160) <= 1  # 0.02 + 160 * 0.001 = 2 decode steps
+    assert abs(cpu.budget(paced=True) - 160) <= 1  # 0.02 + 160 * 0.001 = 2 decode steps
     gpu = PrefillPacer(max_chunk=2048)
     for tokens in (120, 2047):
         gpu.observe(0.045 + 3e-5 * tokens, prefill_tokens=tokens, decoding=False)
     gpu.observe(0.007, prefill_tokens=0, decoding=True)
-    assert abs(gpu.budget(decoding=True) - 1500) <= 1
-    assert PrefillPacer(max_chunk=512).budget(decoding=True) == 64  # nothing measured yet
+    assert abs(gpu.budget(paced=True) - 1500) <= 1
+    assert PrefillPacer(max_chunk=512).budget(paced=True) == 64  # nothing measured yet
 
 
 def test_on_cuda_chunks_beside_decoding_rows_are_powers_of_two():
     """Each new forward length costs a graph build there: a few sizes, reused."""
     pacer = PrefillPacer(max_chunk=2048, pow2=True)
-    sizes = [pacer.fit(n, decoding=True) for n in (1, 2, 3, 100, 300, 2047, 2048)]
+    sizes = [pacer.fit(n, paced=True) for n in (1, 2, 3, 100, 300, 2047, 2048)]
     assert sizes == [(1, 0), (2, 0), (2, 0), (64, 0), (256, 0), (1024, 0), (2048, 0)]
-    assert pacer.fit(300, decoding=False) == (300, 0)  # nobody waits: the whole chunk
-    assert PrefillPacer(max_chunk=2048).fit(300, decoding=True) == (300, 0)  # Metal, the CPU
+    assert pacer.fit(300, paced=False) == (300, 0)  # nobody waits: the whole chunk
+    assert PrefillPacer(max_chunk=2048).fit(300, paced=True) == (300, 0)  # Metal, the CPU
     off = PrefillPacer(max_chunk=2048, gap_factor=None, pow2=True)
-    assert off.fit(300, decoding=True, ends_prompt=True) == (300, 0)
+    assert off.fit(300, paced=True, ends_prompt=True) == (300, 0)
 
 
 def _cuda_steps(pacer: PrefillPacer, spent, *, steps: int, decode: float = 0.010) -> list[int]:
@@ -103,7 +103,7 @@ def _cuda_steps(pacer: PrefillPacer, spent, *, steps: int, decode: float = 0.010
     taken = []
     for _ in range(steps):
         pacer.observe(decode, prefill_tokens=0, decoding=True)
-        n, _ = pacer.fit(pacer.budget(decoding=True), decoding=True)
+        n, _ = pacer.fit(pacer.budget(paced=True), paced=True)
         taken.append(n)
         pacer.observe(decode + spent(n), prefill_tokens=n, decoding=True)
     return taken
@@ -134,7 +134,7 @@ def test_one_dear_step_does_not_price_its_chunk_size():
 def _tail(pacer: PrefillPacer, todo: int, budget: int) -> list[tuple[int, int]]:
     steps = []
     while todo:
-        n, pad = pacer.fit(min(todo, budget), decoding=True, ends_prompt=todo <= budget)
+        n, pad = pacer.fit(min(todo, budget), paced=True, ends_prompt=todo <= budget)
         steps.append((n, pad))
         todo -= n
     return steps
@@ -158,9 +158,7 @@ def test_a_tail_that_can_take_filler_goes_in_one_padded_step():
         assert sum(n for n, _ in steps) == todo
         for n, pad in steps:
             assert (n + pad) & (n + pad - 1) == 0 and pad <= max(n // 2, pacer.min_chunk)
-    assert PrefillPacer(max_chunk=2048, pad_tail=True).fit(
-        300, decoding=True, ends_prompt=True
-    ) == (
+    assert PrefillPacer(max_chunk=2048, pad_tail=True).fit(300, paced=True, ends_prompt=True) == (
         300,
         0,
     )  # Metal, the CPU: any size already
@@ -171,14 +169,14 @@ def test_another_models_decoding_rows_pace_a_prompt_processed_alone():
     each step is sized to about (gap_factor - 1) of their decode step."""
     pacer = PrefillPacer(max_chunk=512, gap_factor=3.0)
     pacer.others_decoding, pacer.others_decode_s = True, 0.1
-    n = pacer.budget(decoding=True)  # the scheduler asks as if rows decode
+    n = pacer.budget(paced=True)  # the scheduler asks as if rows decode
     assert n < 512
     for _ in range(40):
         pacer.observe(0.02 + n * 0.01, prefill_tokens=n, decoding=False)
-        n = pacer.budget(decoding=True)
+        n = pacer.budget(paced=True)
     assert abs(n - 18) <= 1  # 0.02 + 18 * 0.01 = 0.2 s: two of their decode steps
     pacer.others_decoding, pacer.others_decode_s = False, None
-    assert pacer.budget(decoding=False) == 512  # nobody waits
+    assert pacer.budget(paced=False) == 512  # nobody waits
 
 
 def test_a_bursts_whole_chunk_prices_tokens_but_does_not_resize_the_paced_chunk():
@@ -186,7 +184,7 @@ def test_a_bursts_whole_chunk_prices_tokens_but_does_not_resize_the_paced_chunk(
     n = settle(pacer, decode=0.1, fixed=0.02, per_token=0.01)
     costs = pacer.costs.count()
     pacer.observe(0.1 + 0.02 + 512 * 0.01, prefill_tokens=512, decoding=True, paced=False)
-    assert pacer.budget(decoding=True) == n
+    assert pacer.budget(paced=True) == n
     assert pacer.costs.count() == costs + 1
 
 
@@ -209,7 +207,7 @@ def test_one_stall_among_a_sizes_steps_does_not_halve_the_chunk():
     assert _cuda_steps(pacer, usual, steps=20)[-1] == 256
     pacer.observe(0.010, prefill_tokens=0, decoding=True)
     pacer.observe(0.010 + 4 * usual(256), prefill_tokens=256, decoding=True)
-    assert pacer.fit(pacer.budget(decoding=True), decoding=True)[0] == 256
+    assert pacer.fit(pacer.budget(paced=True), paced=True)[0] == 256
     # a size whose cost really rose moves the budget once it is most of its latest steps
     dearer = _cuda_steps(pacer, lambda n: 4 * usual(n), steps=6)
     assert min(dearer) < 256, dearer
