@@ -216,4 +216,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from engine.bench.process_exit import run_and_exit
+
+    run_and_exit(main)

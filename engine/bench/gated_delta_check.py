@@ -13,7 +13,6 @@ import argparse
 import itertools
 import json
 import statistics
-import sys
 import time
 import traceback
 from dataclasses import asdict, dataclass
@@ -267,4 +266,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from engine.bench.process_exit import run_and_exit
+
+    run_and_exit(main)

@@ -78,7 +78,10 @@ def main(argv: list[str] | None = None) -> None:
         p.error("--first and --last keep no layer: together they must be >= 1")
     target = args.target or ensure_default_model()
     # the target's own layer count bounds them too: read from its config, before any weight
-    total = json.loads((target / "config.json").read_text())["num_hidden_layers"]
+    try:
+        total = int(json.loads((target / "config.json").read_text())["num_hidden_layers"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        p.error(f"--target {target} is not a model folder with a layer count: {exc}")
     if args.first + args.last >= total:
         p.error(
             f"--first {args.first} and --last {args.last} keep every layer of the target's "
@@ -88,4 +91,6 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from engine.bench.process_exit import run_and_exit
+
+    run_and_exit(main)

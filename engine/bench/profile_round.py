@@ -119,4 +119,6 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from engine.bench.process_exit import run_and_exit
+
+    run_and_exit(main)

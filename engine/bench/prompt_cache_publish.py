@@ -143,4 +143,6 @@ def restore_times(folder: str, ns: CacheNamespace, request: list[int], step) -> 
 
 
 if __name__ == "__main__":
-    main()
+    from engine.bench.process_exit import run_and_exit
+
+    run_and_exit(main)

@@ -242,4 +242,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from engine.bench.process_exit import run_and_exit
+
+    run_and_exit(main)

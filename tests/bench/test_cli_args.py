@@ -223,6 +223,12 @@ def test_a_layer_draft_of_every_layer_is_refused_before_any_weight_is_read(tmp_p
     assert "<= 5" in err and not (tmp_path / "out").exists()
 
 
+def test_a_layer_draft_of_a_folder_that_is_not_a_model_is_refused(tmp_path, capsys):
+    argv = ["--target", str(tmp_path), "--out", str(tmp_path / "out")]
+    err = refused(layer_draft.main, argv, "--target", capsys)
+    assert "not a model folder" in err and not (tmp_path / "out").exists()
+
+
 def test_more_prompts_than_the_generator_makes_are_refused_before_the_model(monkeypatch, capsys):
     def too_many(*args, **kwargs):
         raise ValueError("asked for 9999999 prompts; the generator makes 262320 here")
