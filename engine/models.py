@@ -20,6 +20,7 @@ import mlx.nn as nn
 
 from engine import default_model
 from engine.engine_reports import ModelInfo
+from engine.fused_projections import fuse_projections
 from engine.kernels.depthwise_conv_cuda import install as install_conv_kernel
 from engine.kernels.gated_delta_cuda import install as install_gated_delta_kernel
 from engine.kernels.rope_cuda_guard import install_for as install_rope_guard
@@ -249,6 +250,7 @@ def open_model(
 
         opened = open_random(spec)
         install_rope_guard(opened.model)
+        fuse_projections(opened.model)
         return opened
     report = progress or (lambda message, fraction: None)
     is_default = is_default_spec(spec)
@@ -269,6 +271,7 @@ def open_model(
     except Exception as exc:  # mlx-lm raises many kinds; the user needs one
         raise ModelLoadError(f"Could not load {spec or DEFAULT_SPEC} ({path}): {exc}") from exc
     install_rope_guard(model)  # CUDA only: RoPE calls MLX would launch with too many threads
+    fuse_projections(model)  # q/k/v and gate/up as one matmul each: fewer launches, same results
     name = model_name(spec, path)
 
     def finish(model: nn.Module, tokenizer: Any) -> LoadedModel:

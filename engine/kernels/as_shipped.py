@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from engine.fused_projections import separate_projections
 from engine.kernels import (
     depthwise_conv_cuda,
     gated_delta_cuda,
@@ -28,7 +29,11 @@ def mlx_as_shipped(*, enabled: bool = True) -> Iterator[None]:
     for kernel in installed:
         kernel.uninstall()
     try:
-        yield
+        if enabled:
+            with separate_projections():  # q/k/v and gate/up apart, as mlx-lm's model has them
+                yield
+        else:
+            yield
     finally:
         for kernel in installed:
             kernel.install(force=True)  # it was in place: put it back as it was

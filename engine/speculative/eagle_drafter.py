@@ -17,6 +17,7 @@ from typing import Any
 
 import mlx.core as mx
 
+from engine.fused_projections import fuse_projections
 from engine.requests import DRAFT_HEAD
 from engine.speculative.eagle_head import (
     EagleHead,
@@ -89,6 +90,7 @@ def eagle_drafter_for(
         ]
         if mismatched:
             raise EagleHeadError(f"it was trained for another model ({', '.join(mismatched)})")
+        fuse_projections(head)  # its layer's q/k/v and gate/up as one matmul each, as the target's
         return EagleHeadDrafter(model, head), None
     except (EagleHeadError, AttributeError, ValueError) as exc:
         log.warning("%s: draft head unusable: %s", target.info.name, exc)

@@ -8,6 +8,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from engine.fused_projections import fuse_projections
 from engine.speculative.mtp.checkpoint import MtpWeightsError, find_mtp, read_mtp_weights
 from engine.speculative.mtp.drafter import MtpDrafter
 from engine.speculative.mtp.module import load_mtp
@@ -43,6 +44,7 @@ def mtp_drafter_for(
     used, or (None, None) when the model has none."""
     config = target.config or {}
     if getattr(target, "mtp", None) is not None:  # random benchmark models carry their own
+        fuse_projections(target.mtp)
         return MtpDrafter(target.model, target.mtp, identity=f"random:{target.weights_id}"), None
     try:
         source = find_mtp(Path(str(target.path)), config, Path(weights) if weights else None)
@@ -54,6 +56,7 @@ def mtp_drafter_for(
         return None, None
     try:
         module = load_mtp(target.model, source.family, read_mtp_weights(source, target.model))
+        fuse_projections(module)  # its attention and MLP as the target's: one matmul a group
         return MtpDrafter(target.model, module, identity=_identity(source)), None
     except (MtpWeightsError, ValueError, OSError) as exc:
         log.warning("%s: MTP weights unusable: %s", target.info.name, exc)

@@ -1,0 +1,227 @@
+"""Sibling projections of one input as one matmul: q/k/v, gate/up and their kin.
+
+Most attention blocks call `q_proj(x)`, `k_proj(x)` and `v_proj(x)` on the same `x`, and most MLPs
+`gate_proj(x)` and `up_proj(x)`: three and two matmuls that read `x` again and launch again.
+`fuse_projections(model)` stacks each such group's weights (rows one after another) into one
+`FusedProjection`; the siblings become `ProjectionPart`s that return their columns of the group's
+one product. Each output column is the same dot product over the same weight row as before:
+bit-identical in an H100 probe (bfloat16, a 4 x 64-token forward of a random 8B and 1B) and with
+MLX's own CPU matmul; OpenBLAS (Tandem's Linux CPU BLAS) sums a prefill-wide product's columns in
+another order, within float rounding, as it already does a batch's rows against one row alone, and
+the exactness suite's tokens stay mlx_lm.generate's. On an H100, alternated in one process, a
+random 8B's speculative decoding gained 1-34% at 1-16 rows (its plain decoding -10% to +16%, within
+the run's spread) and a random 1B's plain decoding at 4 and 16 rows 14-46% (docs/benchmarks.md):
+launches are much of a step's cost there.
+
+Whether the siblings really share `x` is only known when the model runs: a part called on
+another `x` than the pending product's computes its own rows, and a group that misses that way
+a few times in a row stops fusing. Nothing is ever computed from a stale product: a part reads
+one only for the very `x` object it was computed from. `TANDEM_NO_FUSED_PROJECTIONS=1` keeps
+the model as mlx-lm built it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import mlx.core as mx
+import mlx.nn as nn
+
+from engine.kernels.switch import is_set
+
+log = logging.getLogger(__name__)
+
+DISABLE_ENV = "TANDEM_NO_FUSED_PROJECTIONS"
+# Children of one module called on the same input, by mlx-lm's names (a group may be partial).
+DEFAULT_SIBLINGS: tuple[tuple[str, ...], ...] = (
+    ("q_proj", "k_proj", "v_proj"),
+    ("gate_proj", "up_proj"),
+    ("q_a_proj", "kv_a_proj_with_mqa"),  # DeepSeek's MLA with a low-rank query
+    ("in_proj_qkvz", "in_proj_ba"),  # Qwen3-Next's linear attention
+    ("in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a"),  # Qwen3.5's linear attention
+    ("w1", "w3"),
+)
+PARAMETERS = ("weight", "scales", "biases", "bias")  # a linear's arrays, stacked by rows
+DEFAULT_MAX_MISSES = 3  # products in a row left unread before a group stops fusing
+
+
+class _Shipped:
+    """Whether every group computes its siblings apart, as mlx-lm's model does (baselines)."""
+
+    on = False
+
+
+_SHIPPED = _Shipped()
+
+
+def _signature(linear: nn.Module) -> tuple | None:
+    """What must match for two linears to share one matmul; None where it cannot be fused."""
+    weight = linear.get("weight") if isinstance(linear, dict) else None
+    if not isinstance(weight, mx.array) or weight.ndim != 2:
+        return None
+    if type(linear) is nn.Linear:
+        return ("linear", weight.dtype, weight.shape[1], "bias" in linear)
+    if type(linear) is nn.QuantizedLinear:
+        quant = (linear.group_size, linear.bits, linear.mode, "biases" in linear)
+        return ("quantized", weight.dtype, weight.shape[1], "bias" in linear, *quant)
+    return None
+
+
+class FusedProjection(nn.Module):
+    """The stacked weights of sibling projections and the one product they share."""
+
+    def __init__(self, linears: list[nn.Module], *, max_misses: int = DEFAULT_MAX_MISSES) -> None:
+        super().__init__()
+        first = linears[0]
+        self.quantized = type(first) is nn.QuantizedLinear
+        if self.quantized:
+            self.group_size, self.bits, self.mode = first.group_size, first.bits, first.mode
+        for key in PARAMETERS:
+            if key in first:
+                setattr(self, key, mx.concatenate([m[key] for m in linears], axis=0))
+        rows = [m["weight"].shape[0] for m in linears]
+        edges = tuple((sum(rows[:i]), sum(rows[: i + 1])) for i in range(len(rows)))
+        self._state = _Sharing(edges, max_misses)  # a plain object: no parameters in it
+
+    @property
+    def sharing(self) -> bool:
+        """Still one product for the siblings (False once they proved not to share `x`)."""
+        return self._state.sharing
+
+    def part(self, index: int, x: mx.array) -> mx.array:
+        """Sibling `index`'s output for `x`: its columns of the shared product where that is
+        for this very `x`, its own rows' product otherwise."""
+        state = self._state
+        if state.x is x and index not in state.taken:
+            return self._take(index)
+        if not state.sharing or _SHIPPED.on:
+            return self._alone(x, index)
+        if state.x is not None:  # the last product was not read by every sibling
+            state.misses += 1
+            if state.misses >= state.max_misses:
+                state.sharing = False
+                state.x = state.product = None
+                log.info("projections %s stop sharing one matmul", state.edges)
+                return self._alone(x, index)
+        state.x, state.taken = x, set()
+        state.product = self._multiply(x, {k: self[k] for k in PARAMETERS if k in self})
+        return self._take(index)
+
+    def _take(self, index: int) -> mx.array:
+        state = self._state
+        assert state.product is not None
+        lo, hi = state.edges[index]
+        out = state.product[..., lo:hi]
+        state.taken.add(index)
+        if len(state.taken) == len(state.edges):  # every sibling read it: let it go
+            state.x = state.product = None
+            state.misses = 0
+        return out
+
+    def _alone(self, x: mx.array, index: int) -> mx.array:
+        """Sibling `index`'s own product, from views of its rows (made once: no per-call ops)."""
+        state = self._state
+        if state.rows[index] is None:
+            lo, hi = state.edges[index]
+            state.rows[index] = {k: self[k][lo:hi] for k in PARAMETERS if k in self}
+        return self._multiply(x, state.rows[index])
+
+    def _multiply(self, x: mx.array, params: dict[str, mx.array]) -> mx.array:
+        if self.quantized:
+            out = mx.quantized_matmul(
+                x,
+                params["weight"],
+                scales=params["scales"],
+                biases=params.get("biases"),
+                transpose=True,
+                group_size=self.group_size,
+                bits=self.bits,
+                mode=self.mode,
+            )
+            return out + params["bias"] if "bias" in params else out
+        if "bias" in params:
+            return mx.addmm(params["bias"], x, params["weight"].T)
+        return x @ params["weight"].T
+
+
+class _Sharing:
+    """A group's running state: the pending product, which siblings read it, its misses."""
+
+    def __init__(self, edges: tuple[tuple[int, int], ...], max_misses: int) -> None:
+        self.edges = edges  # each sibling's columns of the product
+        self.max_misses = max_misses
+        self.misses = 0
+        self.sharing = True
+        self.x: mx.array | None = None
+        self.product: mx.array | None = None
+        self.taken: set[int] = set()
+        self.rows: list[dict[str, mx.array] | None] = [None] * len(edges)  # views, once made
+
+
+class _GroupRef:
+    """Holds a part's group outside mlx's module tree (its weights are listed once, there)."""
+
+    def __init__(self, group: FusedProjection) -> None:
+        self.group = group
+
+
+class ProjectionPart(nn.Module):
+    """One sibling of a fused group: called as the linear it replaces."""
+
+    def __init__(self, group: FusedProjection, index: int) -> None:
+        super().__init__()
+        self._ref = _GroupRef(group)
+        self._index = index
+
+    def __call__(self, x: mx.array) -> mx.array:
+        return self._ref.group.part(self._index, x)
+
+
+def fuse_projections(
+    model: nn.Module, *, siblings: tuple[tuple[str, ...], ...] = DEFAULT_SIBLINGS
+) -> int:
+    """Fuse every group of sibling projections in `model` in place (lazy weights stay lazy);
+    returns how many groups were fused. Does nothing where `TANDEM_NO_FUSED_PROJECTIONS` is
+    set."""
+    if is_set(DISABLE_ENV):
+        return 0
+    fused = 0
+    for _, module in list(model.named_modules()):
+        for names in siblings:
+            present = [n for n in names if isinstance(module.get(n), nn.Module)]
+            linears = [module[n] for n in present]
+            signatures = {_signature(m) for m in linears}
+            if len(linears) < 2 or len(signatures) != 1 or None in signatures:
+                continue
+            group = FusedProjection(linears)
+            module["fused_" + "_".join(present)] = group
+            for index, name in enumerate(present):
+                module[name] = ProjectionPart(group, index)
+            fused += 1
+    return fused
+
+
+@contextmanager
+def separate_projections() -> Iterator[None]:
+    """Within the block every fused group runs its siblings as separate matmuls, as mlx-lm
+    ships the model: a benchmark's baselines on the very same weights."""
+    before, _SHIPPED.on = _SHIPPED.on, True
+    try:
+        yield
+    finally:
+        _SHIPPED.on = before
+
+
+def fused_groups(model: nn.Module) -> list[FusedProjection]:
+    """The model's fused groups (tests and benchmarks: which still share their product)."""
+    return [m for _, m in model.named_modules() if isinstance(m, FusedProjection)]
+
+
+def describe(model: Any) -> str:
+    """One line for a log: how many groups share one matmul."""
+    groups = fused_groups(model)
+    sharing = sum(g.sharing for g in groups)
+    return f"{sharing} of {len(groups)} projection groups share one matmul"

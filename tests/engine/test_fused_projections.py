@@ -1,0 +1,165 @@
+"""Sibling projections fused into one matmul (engine/fused_projections.py): the same greedy
+tokens as mlx-lm's separate ones and logits within float rounding (OpenBLAS, Tandem's Linux CPU
+BLAS, rounds a wide product's columns differently, as it does a batch's rows), the same
+parameters, and a safe fallback where siblings turn out not to share their input."""
+
+from __future__ import annotations
+
+import mlx.core as mx
+import mlx.nn as nn
+import pytest
+from mlx.utils import tree_flatten
+from mlx_lm import load as mlx_load
+from mlx_lm.models.cache import make_prompt_cache
+from mlx_lm.utils import get_total_parameters
+
+from engine.fused_projections import (
+    DISABLE_ENV,
+    FusedProjection,
+    ProjectionPart,
+    fuse_projections,
+    fused_groups,
+    separate_projections,
+)
+from engine.kernels.as_shipped import mlx_as_shipped
+from engine.models import load_model
+from tests.tiny_models import make_tiny_gemma3_dir, make_tiny_llama_dir, make_tiny_qwen3_next_dir
+
+ROUNDING = dict(rtol=1e-4, atol=1e-4)  # float32 sums in another order, through a few layers
+
+PROMPTS = [[5, 9, 14, 3, 77, 120, 6, 8], [40, 41, 42, 43, 44, 45, 46, 47]]
+
+
+def _decode_logits(model, prompts: list[list[int]], steps: int = 4) -> list[mx.array]:
+    """A prefill of both rows, then greedy decode steps (width 1) and one verify-like forward
+    of five tokens: every shape a batch meets."""
+    cache = make_prompt_cache(model)
+    out = [model(mx.array(prompts), cache=cache)]
+    for _ in range(steps):
+        out.append(model(mx.argmax(out[-1][:, -1:], axis=-1), cache=cache))
+    out.append(model(mx.array([p[:5] for p in prompts]), cache=cache))
+    mx.eval(out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    root = tmp_path_factory.mktemp("fused")
+    return {
+        "llama": make_tiny_llama_dir(root / "llama", tie_word_embeddings=False),
+        "llama-4bit": make_tiny_llama_dir(root / "llama4", quantize_bits=4),
+        "qwen2-bias": make_tiny_llama_dir(
+            root / "qwen2", model_type="qwen2", tie_word_embeddings=False
+        ),
+        "gemma3": make_tiny_gemma3_dir(root / "gemma3"),
+        "qwen3_next": make_tiny_qwen3_next_dir(root / "qwen3_next"),
+    }
+
+
+def _same(want: list[mx.array], got: list[mx.array]) -> bool:
+    """Equal greedy tokens at every position, logits within float rounding."""
+    return all(
+        mx.array_equal(mx.argmax(a, axis=-1), mx.argmax(b, axis=-1)).item()
+        and mx.allclose(a, b, **ROUNDING).item()
+        for a, b in zip(want, got)
+    )
+
+
+@pytest.mark.parametrize("name", ["llama", "llama-4bit", "qwen2-bias", "gemma3", "qwen3_next"])
+def test_fused_logits_match_mlx_lm(folders, name):
+    reference, _ = mlx_load(str(folders[name]))
+    loaded = load_model(str(folders[name]))
+    groups = fused_groups(loaded.model)
+    assert groups and all(g.sharing for g in groups)
+    want = _decode_logits(reference, PROMPTS)
+    got = _decode_logits(loaded.model, PROMPTS)
+    assert _same(want, got)
+    assert all(g.sharing for g in groups)  # every sibling read the one product
+
+
+def test_every_attention_and_mlp_group_is_fused(folders):
+    model = load_model(str(folders["llama"])).model
+    layer = model.model.layers[0]
+    for name in ("q_proj", "k_proj", "v_proj"):
+        assert isinstance(layer.self_attn[name], ProjectionPart)
+    for name in ("gate_proj", "up_proj"):
+        assert isinstance(layer.mlp[name], ProjectionPart)
+    assert isinstance(layer.self_attn.o_proj, nn.Linear)  # another input: left alone
+    assert len(fused_groups(model)) == 2 * len(model.model.layers)
+
+
+@pytest.mark.parametrize("name", ["llama", "llama-4bit", "qwen2-bias"])
+def test_parameters_are_counted_once_and_in_full(folders, name):
+    reference, _ = mlx_load(str(folders[name]))
+    model = load_model(str(folders[name])).model
+    assert get_total_parameters(model) == get_total_parameters(reference)
+    size = sum(v.nbytes for _, v in tree_flatten(model.parameters()))
+    assert size == sum(v.nbytes for _, v in tree_flatten(reference.parameters()))
+
+
+class _TwoInputs(nn.Module):
+    """A block whose "siblings" take different inputs: fusing them can only cost time."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.q_proj = nn.Linear(16, 8, bias=False)
+        self.k_proj = nn.Linear(16, 4, bias=False)
+
+    def __call__(self, x: mx.array) -> mx.array:
+        return mx.concatenate([self.q_proj(x), self.k_proj(x * 2.0)], axis=-1)
+
+
+def test_siblings_on_different_inputs_stay_right_and_stop_sharing():
+    mx.random.seed(3)
+    block = _TwoInputs()
+    mx.eval(block.parameters())
+    x = mx.random.normal((2, 3, 16))
+    want = block(x)
+    assert fuse_projections(block) == 1
+    (group,) = fused_groups(block)
+    for _ in range(5):
+        assert mx.array_equal(block(x), want).item()
+    assert not group.sharing  # it stopped computing rows nobody reads
+    assert mx.array_equal(block(x), want).item()
+
+
+def test_a_part_called_twice_on_one_input_computes_again():
+    mx.random.seed(4)
+    block = _TwoInputs()
+    mx.eval(block.parameters())
+    x = mx.random.normal((1, 2, 16))
+    want = (block.q_proj(x), block.k_proj(x))
+    fuse_projections(block)
+    first = block.q_proj(x)
+    again = block.q_proj(x)  # before k_proj read the product
+    assert mx.array_equal(first, want[0]).item() and mx.array_equal(again, want[0]).item()
+    assert mx.array_equal(block.k_proj(x), want[1]).item()
+
+
+def test_separate_projections_compute_each_sibling_alone(folders):
+    model = load_model(str(folders["llama"])).model
+    fused = _decode_logits(model, PROMPTS)
+    calls = []
+    original = FusedProjection._multiply
+
+    def counting(self, x, params):
+        calls.append(params["weight"] is self["weight"])  # the whole group's product
+        return original(self, x, params)
+
+    FusedProjection._multiply = counting
+    try:
+        with separate_projections():
+            apart = _decode_logits(model, PROMPTS, steps=1)
+        with mlx_as_shipped():  # the benchmarks' baselines: apart as well
+            model(mx.array(PROMPTS))
+    finally:
+        FusedProjection._multiply = original
+    assert calls and not any(calls)  # each sibling from its own rows, never the one product
+    assert _same(fused[:2], apart[:2])
+
+
+def test_the_environment_switch_keeps_mlx_lm_s_model(folders, monkeypatch):
+    monkeypatch.setenv(DISABLE_ENV, "1")
+    model = load_model(str(folders["llama"])).model
+    assert not fused_groups(model)
+    assert isinstance(model.model.layers[0].self_attn.q_proj, nn.Linear)
