@@ -95,31 +95,30 @@ class FusedProjection(nn.Module):
         """Sibling `index`'s output for `x`: its columns of the shared product where that is
         for this very `x`, its own rows' product otherwise."""
         state = self._state
-        if state.x is x and index not in state.taken:
-            return self._take(index)
+        pending = state.pending  # read once: its input and product always belong together
+        if pending is not None and pending.x is x and index not in pending.taken:
+            return self._take(pending, index)
         if not state.sharing or _SHIPPED.on:
             return self._alone(x, index)
-        if state.x is not None:  # the last product was not read by every sibling
+        if pending is not None:  # the last product was not read by every sibling
             state.misses += 1
             if state.misses >= state.max_misses:
-                state.sharing = False
-                state.x = state.product = None
+                state.sharing, state.pending = False, None
                 log.info("projections %s stop sharing one matmul", state.edges)
                 return self._alone(x, index)
-        state.x, state.taken = x, set()
-        state.product = self._multiply(x, {k: self[k] for k in PARAMETERS if k in self})
-        return self._take(index)
+        params = {k: self[k] for k in PARAMETERS if k in self}
+        pending = _Pending(x, self._multiply(x, params))
+        state.pending = pending
+        return self._take(pending, index)
 
-    def _take(self, index: int) -> mx.array:
+    def _take(self, pending: _Pending, index: int) -> mx.array:
         state = self._state
-        assert state.product is not None
         lo, hi = state.edges[index]
-        out = state.product[..., lo:hi]
-        state.taken.add(index)
-        if len(state.taken) == len(state.edges):  # every sibling read it: let it go
-            state.x = state.product = None
+        pending.taken.add(index)
+        if len(pending.taken) == len(state.edges):  # every sibling read it: let it go
+            state.pending = None
             state.misses = 0
-        return out
+        return pending.product[..., lo:hi]
 
     def _alone(self, x: mx.array, index: int) -> mx.array:
         """Sibling `index`'s own product, from views of its rows (made once: no per-call ops)."""
@@ -147,17 +146,24 @@ class FusedProjection(nn.Module):
         return x @ params["weight"].T
 
 
+class _Pending:
+    """One input's product, and which siblings took their columns of it."""
+
+    def __init__(self, x: mx.array, product: mx.array) -> None:
+        self.x = x
+        self.product = product
+        self.taken: set[int] = set()
+
+
 class _Sharing:
-    """A group's running state: the pending product, which siblings read it, its misses."""
+    """A group's running state: its pending product, its misses, whether it still shares."""
 
     def __init__(self, edges: tuple[tuple[int, int], ...], max_misses: int) -> None:
         self.edges = edges  # each sibling's columns of the product
         self.max_misses = max_misses
         self.misses = 0
         self.sharing = True
-        self.x: mx.array | None = None
-        self.product: mx.array | None = None
-        self.taken: set[int] = set()
+        self.pending: _Pending | None = None
         self.rows: list[dict[str, mx.array] | None] = [None] * len(edges)  # views, once made
 
 

@@ -163,3 +163,25 @@ def test_the_environment_switch_keeps_mlx_lm_s_model(folders, monkeypatch):
     model = load_model(str(folders["llama"])).model
     assert not fused_groups(model)
     assert isinstance(model.model.layers[0].self_attn.q_proj, nn.Linear)
+
+
+def test_interleaved_inputs_never_read_each_other_s_product():
+    """Two forwards' calls interleaved (as two callers would): every result is its own x's."""
+    mx.random.seed(5)
+    block = _TwoInputs()
+    mx.eval(block.parameters())
+    xa, xb = mx.random.normal((1, 2, 16)), mx.random.normal((1, 2, 16))
+    want = {
+        "qa": block.q_proj(xa),
+        "qb": block.q_proj(xb),
+        "ka": block.k_proj(xa),
+        "kb": block.k_proj(xb),
+    }
+    fuse_projections(block)
+    got = {
+        "qa": block.q_proj(xa),
+        "qb": block.q_proj(xb),
+        "ka": block.k_proj(xa),
+        "kb": block.k_proj(xb),
+    }
+    assert all(mx.array_equal(got[k], want[k]).item() for k in want)

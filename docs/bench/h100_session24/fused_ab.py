@@ -1,7 +1,7 @@
 """Session 24: our engine with sibling projections fused (the default) against the same engine
 with them apart (engine.fused_projections.separate_projections), alternated in one process:
 plain decoding and synthetic speculation (k=4), lossless against mlx_lm.generate.
-Usage: python fused_ab.py MODEL OUT.json [concurrency ...]"""
+Usage: python fused_ab.py MODEL|default OUT.json [concurrency ...]"""
 
 import asyncio
 import json
@@ -22,6 +22,7 @@ TOKENS, REPEATS, K, P = 64, 3, 4, 0.9
 
 
 async def main(spec: str, out: str, conc: list[int]) -> None:
+    spec = None if spec == "default" else spec
     loaded = load_model(spec)
     synth = SyntheticDrafter(vocab_size=loaded.info.vocab_size)
     eng = Engine(EngineConfig(model=spec, max_batch=max(conc), prompt_cache=False, log_blas=False,
