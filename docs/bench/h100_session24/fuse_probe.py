@@ -1,7 +1,7 @@
 """Session 24 probe: sibling projections (q/k/v, gate/up) as one matmul, against mlx-lm's
 separate ones. Bare loops over mlx-lm's plain KVCache (engine.bench.ladder_rungs), alternated
 in one process; and how far the fused logits are from the separate ones.
-Usage: python fuse_probe.py random:8b OUT.json"""
+Usage: python fuse_probe.py random:8b OUT.json [batch ...]"""
 
 import json
 import sys
@@ -73,6 +73,8 @@ def main():
     res["bit_equal"] = bool(mx.array_equal(base, fused).item())
     print("closeness", {k: res[k] for k in ("max_abs_diff", "scale", "argmax_equal", "bit_equal")}, flush=True)
     cases = [("forward", 1), ("forward", 4), ("forward", 16), ("verify", 1), ("verify", 4), ("verify", 16)]
+    if sys.argv[3:]:  # forward only, at these batch sizes
+        cases = [("forward", int(b)) for b in sys.argv[3:]]
     for rep in range(3):
         for kind, b in cases:
             prompts = prompts_for(b, 256, seed=rep)
