@@ -8,10 +8,10 @@ one product. Each output column is the same dot product over the same weight row
 bit-identical in an H100 probe (bfloat16, a 4 x 64-token forward of a random 8B and 1B) and with
 MLX's own CPU matmul; OpenBLAS (Tandem's Linux CPU BLAS) sums a prefill-wide product's columns in
 another order, within float rounding, as it already does a batch's rows against one row alone, and
-the exactness suite's tokens stay mlx_lm.generate's. On an H100, alternated in one process, a
-random 8B's speculative decoding gained 1-34% at 1-16 rows (its plain decoding -10% to +16%, within
-the run's spread) and a random 1B's plain decoding at 4 and 16 rows 14-46% (docs/benchmarks.md):
-launches are much of a step's cost there.
+the exactness suite's tokens stay mlx_lm.generate's. On an H100, alternated in one process, fused
+decoding ran ahead at 18 of 22 points (random 8B, 1B and Qwen3.5-shaped 1B; plain and speculative;
+1 to 16 rows), by 15-47% at 16 rows, where launches are much of a step's cost; on the 2-core CPU it
+is neutral (docs/benchmarks.md).
 
 Whether the siblings really share `x` is only known when the model runs: a part called on
 another `x` than the pending product's computes its own rows, and a group that misses that way
