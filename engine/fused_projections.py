@@ -207,6 +207,8 @@ def fuse_projections(
             for index, name in enumerate(present):
                 module[name] = ProjectionPart(group, index)
             fused += 1
+    if fused:
+        log.info("%d groups of sibling projections fused into one matmul each", fused)
     return fused
 
 
