@@ -186,6 +186,18 @@ class ProjectionPart(nn.Module):
         return self._ref.group.part(self._index, x)
 
 
+def _alike(module: nn.Module, names: tuple[str, ...]) -> list[list[str]]:
+    """The siblings of `names` in `module` that can share a matmul, by signature, two or more
+    each: a mixed-precision model's 4-bit q/k fuse while its 8-bit v stays alone."""
+    by_signature: dict[tuple, list[str]] = {}
+    for name in names:
+        child = module.get(name)
+        signature = _signature(child) if isinstance(child, nn.Module) else None
+        if signature is not None:
+            by_signature.setdefault(signature, []).append(name)
+    return [members for members in by_signature.values() if len(members) > 1]
+
+
 def fuse_projections(
     model: nn.Module, *, siblings: tuple[tuple[str, ...], ...] = DEFAULT_SIBLINGS
 ) -> int:
@@ -197,16 +209,12 @@ def fuse_projections(
     fused = 0
     for _, module in list(model.named_modules()):
         for names in siblings:
-            present = [n for n in names if isinstance(module.get(n), nn.Module)]
-            linears = [module[n] for n in present]
-            signatures = {_signature(m) for m in linears}
-            if len(linears) < 2 or len(signatures) != 1 or None in signatures:
-                continue
-            group = FusedProjection(linears)
-            module["fused_" + "_".join(present)] = group
-            for index, name in enumerate(present):
-                module[name] = ProjectionPart(group, index)
-            fused += 1
+            for members in _alike(module, names):
+                group = FusedProjection([module[n] for n in members])
+                module["fused_" + "_".join(members)] = group
+                for index, name in enumerate(members):
+                    module[name] = ProjectionPart(group, index)
+                fused += 1
     if fused:
         log.info("%d groups of sibling projections fused into one matmul each", fused)
     return fused

@@ -185,3 +185,42 @@ def test_interleaved_inputs_never_read_each_other_s_product():
         "kb": block.k_proj(xb),
     }
     assert all(mx.array_equal(got[k], want[k]).item() for k in want)
+
+
+def _mixed_precision_llama() -> nn.Module:
+    """A tiny llama quantized at 4 bits but for its value projections at 8 (as mixed recipes)."""
+    from mlx_lm.models import llama
+
+    args = llama.ModelArgs(
+        model_type="llama",
+        hidden_size=64,
+        num_hidden_layers=2,
+        intermediate_size=128,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        rms_norm_eps=1e-5,
+        vocab_size=256,
+    )
+    mx.random.seed(7)
+    model = llama.Model(args)
+    nn.quantize(
+        model,
+        group_size=32,
+        bits=4,
+        class_predicate=lambda path, m: (
+            {"group_size": 32, "bits": 8} if path.endswith("v_proj") else hasattr(m, "to_quantized")
+        ),
+    )
+    mx.eval(model.parameters())
+    return model
+
+
+def test_a_mixed_precision_group_fuses_its_alike_members_only():
+    reference, model = _mixed_precision_llama(), _mixed_precision_llama()
+    fuse_projections(model)
+    attention = model.model.layers[0].self_attn
+    assert isinstance(attention.q_proj, ProjectionPart)
+    assert isinstance(attention.k_proj, ProjectionPart)
+    assert isinstance(attention.v_proj, nn.QuantizedLinear) and attention.v_proj.bits == 8
+    prompts = [[p % 256 for p in prompt] for prompt in PROMPTS]
+    assert _same(_decode_logits(reference, prompts), _decode_logits(model, prompts))
