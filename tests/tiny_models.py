@@ -66,6 +66,24 @@ def _save(
     return path
 
 
+def tiny_llama(*, vocab_size: int, **overrides: Any) -> Any:
+    """A tiny random llama built in memory (two layers, width 64, grouped heads), no folder."""
+    from mlx_lm.models import llama
+
+    config: dict[str, Any] = dict(
+        model_type="llama",
+        hidden_size=64,
+        num_hidden_layers=2,
+        intermediate_size=128,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        rms_norm_eps=1e-5,
+        vocab_size=vocab_size,
+    )
+    config.update(overrides)
+    return llama.Model(llama.ModelArgs(**config))
+
+
 def make_tiny_llama_dir(
     path: Path,
     *,

@@ -23,7 +23,12 @@ from engine.fused_projections import (
 )
 from engine.kernels.as_shipped import mlx_as_shipped
 from engine.models import load_model
-from tests.tiny_models import make_tiny_gemma3_dir, make_tiny_llama_dir, make_tiny_qwen3_next_dir
+from tests.tiny_models import (
+    make_tiny_gemma3_dir,
+    make_tiny_llama_dir,
+    make_tiny_qwen3_next_dir,
+    tiny_llama,
+)
 
 ROUNDING = dict(rtol=1e-4, atol=1e-4)  # float32 sums in another order, through a few layers
 
@@ -189,20 +194,8 @@ def test_interleaved_inputs_never_read_each_other_s_product():
 
 def _mixed_precision_llama() -> nn.Module:
     """A tiny llama quantized at 4 bits but for its value projections at 8 (as mixed recipes)."""
-    from mlx_lm.models import llama
-
-    args = llama.ModelArgs(
-        model_type="llama",
-        hidden_size=64,
-        num_hidden_layers=2,
-        intermediate_size=128,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        rms_norm_eps=1e-5,
-        vocab_size=256,
-    )
     mx.random.seed(7)
-    model = llama.Model(args)
+    model = tiny_llama(vocab_size=256)
     nn.quantize(
         model,
         group_size=32,

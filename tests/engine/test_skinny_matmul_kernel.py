@@ -10,6 +10,7 @@ import pytest
 from engine.kernels import as_shipped
 from engine.kernels import skinny_matmul_cuda as smc
 from engine.kernels import verify_attention_cuda as vac
+from tests.tiny_models import tiny_llama
 
 ONLY_CPU = pytest.mark.skipif(mx.cuda.is_available(), reason="checks the CPU behaviour")
 
@@ -85,20 +86,7 @@ def test_a_tied_output_layer_is_routed_too(routed):
 
 
 def test_a_model_steps_as_it_does_without_the_kernel(routed):
-    from mlx_lm.models import llama
-
-    args = llama.ModelArgs(
-        model_type="llama",
-        hidden_size=64,
-        num_hidden_layers=2,
-        intermediate_size=128,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        rms_norm_eps=1e-5,
-        vocab_size=96,
-        tie_word_embeddings=True,
-    )
-    model = llama.Model(args)
+    model = tiny_llama(vocab_size=96, tie_word_embeddings=True)
     tokens = mx.array([[1, 2, 3, 4, 5]])
     got = model(tokens)
     smc.uninstall()
