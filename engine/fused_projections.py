@@ -25,7 +25,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
 import mlx.core as mx
 import mlx.nn as nn
@@ -59,7 +58,7 @@ _SHIPPED = _Shipped()
 
 def _signature(linear: nn.Module) -> tuple | None:
     """What must match for two linears to share one matmul; None where it cannot be fused."""
-    weight = linear.get("weight") if isinstance(linear, dict) else None
+    weight = linear.get("weight")
     if not isinstance(weight, mx.array) or weight.ndim != 2:
         return None
     if type(linear) is nn.Linear:
@@ -106,8 +105,9 @@ class FusedProjection(nn.Module):
                 state.sharing, state.pending = False, None
                 log.info("projections %s stop sharing one matmul", state.edges)
                 return self._alone(x, index)
-        params = {k: self[k] for k in PARAMETERS if k in self}
-        pending = _Pending(x, self._multiply(x, params))
+        if state.whole is None:
+            state.whole = {k: self[k] for k in PARAMETERS if k in self}
+        pending = _Pending(x, self._multiply(x, state.whole))
         state.pending = pending
         return self._take(pending, index)
 
@@ -164,6 +164,7 @@ class _Sharing:
         self.misses = 0
         self.sharing = True
         self.pending: _Pending | None = None
+        self.whole: dict[str, mx.array] | None = None  # the group's arrays, once looked up
         self.rows: list[dict[str, mx.array] | None] = [None] * len(edges)  # views, once made
 
 
@@ -234,10 +235,3 @@ def separate_projections() -> Iterator[None]:
 def fused_groups(model: nn.Module) -> list[FusedProjection]:
     """The model's fused groups (tests and benchmarks: which still share their product)."""
     return [m for _, m in model.named_modules() if isinstance(m, FusedProjection)]
-
-
-def describe(model: Any) -> str:
-    """One line for a log: how many groups share one matmul."""
-    groups = fused_groups(model)
-    sharing = sum(g.sharing for g in groups)
-    return f"{sharing} of {len(groups)} projection groups share one matmul"

@@ -8,7 +8,7 @@ process would run on them too. A benchmark against mlx-lm means mlx-lm as its us
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 
 from engine.fused_projections import separate_projections
 from engine.kernels import (
@@ -29,10 +29,8 @@ def mlx_as_shipped(*, enabled: bool = True) -> Iterator[None]:
     for kernel in installed:
         kernel.uninstall()
     try:
-        if enabled:
-            with separate_projections():  # q/k/v and gate/up apart, as mlx-lm's model has them
-                yield
-        else:
+        # q/k/v and gate/up apart, as mlx-lm's model has them
+        with separate_projections() if enabled else nullcontext():
             yield
     finally:
         for kernel in installed:

@@ -13,7 +13,7 @@ from engine.api import Engine, EngineConfig
 from engine.bench.baselines import mismatches, reference_tokens, run_ours
 from engine.bench.synthetic import SyntheticDrafter
 from engine.bench.workloads import messages_for, prompt_ids
-from engine.fused_projections import _SHIPPED, describe
+from engine.fused_projections import _SHIPPED, fused_groups
 from engine.kernels.as_shipped import mlx_as_shipped
 from engine.models import load_model
 from engine.requests import SpecMethod, SpeculativeParams
@@ -25,12 +25,23 @@ async def main(spec: str, out: str, conc: list[int]) -> None:
     spec = None if spec == "default" else spec
     loaded = load_model(spec)
     synth = SyntheticDrafter(vocab_size=loaded.info.vocab_size)
-    eng = Engine(EngineConfig(model=spec, max_batch=max(conc), prompt_cache=False, log_blas=False,
-                              extra_drafters=synth.entry()))
+    eng = Engine(
+        EngineConfig(
+            model=spec,
+            max_batch=max(conc),
+            prompt_cache=False,
+            log_blas=False,
+            extra_drafters=synth.entry(),
+        )
+    )
     eng.start()
     await eng.wait_ready()
     model = await eng.run_on_engine_thread(lambda: eng._worker.core_for().target.model)
-    print(await eng.run_on_engine_thread(lambda: describe(model)), flush=True)
+    groups = await eng.run_on_engine_thread(lambda: fused_groups(model))
+    print(
+        f"{sum(g.sharing for g in groups)} of {len(groups)} projection groups share one matmul",
+        flush=True,
+    )
     tok = loaded.tokenizer
 
     async def apart(on: bool) -> None:
@@ -54,21 +65,44 @@ async def main(spec: str, out: str, conc: list[int]) -> None:
             for mode in order:
                 await apart(mode == "apart")
                 for s in ("plain", "syn"):
-                    run = await run_ours(eng, prompts, TOKENS, speculative=params if s == "syn" else None)
+                    run = await run_ours(
+                        eng, prompts, TOKENS, speculative=params if s == "syn" else None
+                    )
                     bad = mismatches(model, prompts, refs, [run])
                     runs[(mode, s)].append(run.tokens_per_s)
-                    print(c, rep, mode, s, f"{run.tokens_per_s:.1f} tok/s", "lossless" if not bad else f"MISMATCH {bad}", flush=True)
+                    print(
+                        c,
+                        rep,
+                        mode,
+                        s,
+                        f"{run.tokens_per_s:.1f} tok/s",
+                        "lossless" if not bad else f"MISMATCH {bad}",
+                        flush=True,
+                    )
         await apart(False)
         med = {f"{m}_{s}": statistics.median(v) for (m, s), v in runs.items()}
-        row = {"concurrency": c, "runs": {f"{m}_{s}": v for (m, s), v in runs.items()}, "median": med,
-               "fused_over_apart_plain": med["fused_plain"] / med["apart_plain"],
-               "fused_over_apart_syn": med["fused_syn"] / med["apart_syn"],
-               "speedup_fused": med["fused_syn"] / med["fused_plain"],
-               "speedup_apart": med["apart_syn"] / med["apart_plain"]}
+        row = {
+            "concurrency": c,
+            "runs": {f"{m}_{s}": v for (m, s), v in runs.items()},
+            "median": med,
+            "fused_over_apart_plain": med["fused_plain"] / med["apart_plain"],
+            "fused_over_apart_syn": med["fused_syn"] / med["apart_syn"],
+            "speedup_fused": med["fused_syn"] / med["fused_plain"],
+            "speedup_apart": med["apart_syn"] / med["apart_plain"],
+        }
         rows.append(row)
-        print({k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items() if k != "runs"}, flush=True)
+        print(
+            {
+                k: (round(v, 3) if isinstance(v, float) else v)
+                for k, v in row.items()
+                if k != "runs"
+            },
+            flush=True,
+        )
     await eng.stop()
-    json.dump({"model": spec, "tokens": TOKENS, "k": K, "p": P, "rows": rows}, open(out, "w"), indent=1)
+    json.dump(
+        {"model": spec, "tokens": TOKENS, "k": K, "p": P, "rows": rows}, open(out, "w"), indent=1
+    )
 
 
 asyncio.run(main(sys.argv[1], sys.argv[2], [int(c) for c in sys.argv[3:]] or [1, 4, 16]))
