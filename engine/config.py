@@ -49,6 +49,10 @@ class EngineConfig:
     # caches allow it (engine/core/lookahead.py): True, False, or None: on a GPU where measured
     # faster for the batch's size, never on the CPU (DEFAULT_VERIFY_AHEAD, `rounds_ahead`)
     verify_ahead: bool | None = DEFAULT_VERIFY_AHEAD
+    # a ragged batch's plain decode steps run their attention in Tandem's CUDA kernel (True),
+    # in MLX's own ops (False), or None: per batch size as measured faster
+    # (engine/core/decode_attention_choice.py); only where that kernel is installed (CUDA)
+    decode_attention_kernel: bool | None = None
     max_batch: int = DEFAULT_MAX_BATCH
     max_context: int | None = None  # cap below the model's own context length
     stats_interval_s: float = DEFAULT_STATS_INTERVAL_S

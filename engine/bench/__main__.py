@@ -38,6 +38,7 @@ from engine.bench.spec_configs import (
     AHEAD_MODES,
     ahead_choice,
     arm,
+    decode_attention_choice,
     set_mode,
     spec_configs,
     take_timing,
@@ -263,6 +264,7 @@ async def bench(args: argparse.Namespace) -> dict:
                 spec_runs[i].append(run)
             await set_mode(eng, None)
         choice = await ahead_choice(eng)
+        attention = await decode_attention_choice(eng)
         mlx_spec = None
         if c == 1 and draft is not None and configs:
             with shipped():
@@ -298,6 +300,8 @@ async def bench(args: argparse.Namespace) -> dict:
             add_single_stream(row, single_runs, plain)
             if spec is not None and spec.ahead in ("measured", "default"):
                 row["ahead_choice"] = choice  # per batch size, as it stands after the runs
+            if attention:
+                row["decode_attention_choice"] = attention
             if expected:
                 row["mismatches"] = mismatches(model, prompts, expected, runs)
                 row["plain_lossless"] = all(r.tokens == expected for r in plain_runs)

@@ -89,6 +89,14 @@ async def ahead_choice(eng: Engine) -> dict:
     )
 
 
+async def decode_attention_choice(eng: Engine) -> dict:
+    """The engine's choice of a ragged plain step's attention, per batch size (empty where the
+    CUDA kernel is not installed: engine/core/decode_attention_choice.py)."""
+    return await eng.run_on_engine_thread(
+        lambda: eng._worker.core_for().executor.attention.summary()
+    )
+
+
 async def take_timing(eng: Engine) -> StepTiming:
     """The engine's step timing since the last call (reset for the next run)."""
 

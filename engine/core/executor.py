@@ -24,6 +24,7 @@ from engine.config import EngineConfig
 from engine.core import packed_forward
 from engine.core.batch import DecodeBatch
 from engine.core.cache_handoff import publish_prompt, publish_row, restore_prefix
+from engine.core.decode_attention_choice import DecodeAttentionChoice
 from engine.core.drafter_feedback import DrafterFeedback, drafter_kind
 from engine.core.drafter_inputs import DrafterInputs
 from engine.core.lookahead import RoundsAhead
@@ -31,6 +32,7 @@ from engine.core.prefill import (
     PrefillWork,
     finish_rider,
     finish_shared,
+    plan_work,
     prefill_alone,
     prefill_together,
     restore_rider,
@@ -80,6 +82,7 @@ class ModelExecutor:
         self._sharing = False  # this step's forward took prompt chunks (a failure: theirs?)
         # hidden states for rows whose drafter reads them (engine/hidden.py), drafter caches
         self.inputs = DrafterInputs(self.drafters)
+        self.attention = DecodeAttentionChoice(mode=config.decode_attention_kernel)
         self.ahead = RoundsAhead(
             self.batch,
             self.drafters,
@@ -93,9 +96,12 @@ class ModelExecutor:
     def execute(self, plan: StepPlan, *, while_waiting: Callable[[], None]) -> StepOutput:
         out = StepOutput()
         began = time.perf_counter()
+        last = None
         if self._timed_step is not None and plan.decode:  # rows ran on: no idle time between
             rows, width, start = self._timed_step
             out.forward_costs.append((rows, width, began - start))
+            last = (width, began - start)
+        self.attention.step_began(last)
         self.ahead.step_began(began, decoding=bool(plan.decode))
         self._timed_step, self._step_shape, self._plain = None, None, False
         for drafter in self.drafters.values():
@@ -109,7 +115,7 @@ class ModelExecutor:
             for state, row_cache in zip(plan.join, caches):
                 publish_prompt(self.reuse, state, row_cache)
             self.batch.add_rows(plan.join, caches, [s.prompt[-1] for s in plan.join])
-        work = self._prefill_work(plan)
+        work = plan_work(plan, self.prefilling, self.inputs)
         riders = work if self._may_share(work, out) else []
         carried = bool(plan.decode) and self._decode(plan.decode, out, while_waiting, riders)
         if not plan.decode:
@@ -174,20 +180,6 @@ class ModelExecutor:
         self.prefilling[state.request_id] = cache
 
     # -- prompt processing ---------------------------------------------------------------------
-
-    def _prefill_work(self, plan: StepPlan) -> list[PrefillWork]:
-        return [
-            PrefillWork(
-                c.state.request_id,
-                self.prefilling[c.state.request_id],
-                c.state.prompt[c.state.prefilled : c.state.prefilled + c.tokens],
-                wants_hidden=self.inputs.wants_hidden(c.state),
-                held=c.state.prefilled,
-                pad=c.pad,
-            )
-            for c in plan.prefill
-            if c.tokens > 0
-        ]
 
     def _prefill(
         self, plan: StepPlan, out: StepOutput, work: list[PrefillWork], *, carried: bool
@@ -302,7 +294,8 @@ class ModelExecutor:
         wanted = any(w.wants_hidden for w in riders)
         self._sharing = bool(riders)
         parts = [rider(w) for w in riders]
-        launched = batch.step_launch(parts, rider_hidden=wanted, histories=histories)
+        with self.attention.launching(len(batch)):
+            launched = batch.step_launch(parts, rider_hidden=wanted, histories=histories)
         t_launched = time.perf_counter()
         if batch.step_hidden is not None:
             self.inputs.keep_step(batch.rows, batch.step_hidden, batch.step_starts)

@@ -28,7 +28,7 @@ from mlx_lm.models.cache import KVCache, QuantizedKVCache, make_prompt_cache
 from engine.cache.kv_quant import KVQuant, cache_signature, merge_layer, quantize_row_cache
 from engine.core.packed_forward import Part
 from engine.core.recovery import trim_to
-from engine.core.step_plan import StepOutput
+from engine.core.step_plan import StepOutput, StepPlan
 from engine.hidden import split_forward
 
 log = logging.getLogger(__name__)
@@ -55,6 +55,23 @@ class PrefillWork:
         given filler: engine/core/prefill_pacer.py)."""
         if self.pad and not trim_to(self.cache, self.held + len(self.tokens)):
             raise RuntimeError("the prompt cache cannot drop the chunk's filler tokens")
+
+
+def plan_work(plan: StepPlan, caches: dict[str, list[Any]], inputs: Any) -> list[PrefillWork]:
+    """The plan's prompt chunks as work on their rows' `caches` (by request id); `inputs`
+    (engine/core/drafter_inputs.py) says which drafters read hidden states."""
+    return [
+        PrefillWork(
+            c.state.request_id,
+            caches[c.state.request_id],
+            c.state.prompt[c.state.prefilled : c.state.prefilled + c.tokens],
+            wants_hidden=inputs.wants_hidden(c.state),
+            held=c.state.prefilled,
+            pad=c.pad,
+        )
+        for c in plan.prefill
+        if c.tokens > 0
+    ]
 
 
 def takes_filler(model: Any) -> bool:

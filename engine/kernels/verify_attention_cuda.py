@@ -16,7 +16,8 @@ to MLX.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import mlx.core as mx
@@ -34,6 +35,9 @@ MAX_KEYS = 8192  # past this the key loop of one block is longer than cuDNN's wh
 # in every case measured, up to B 32 x L 4096 (537M), so those are not limited
 # (python -m engine.bench.attention_check; docs/benchmarks.md).
 DEFAULT_MAX_BYTES = 128_000_000
+# ...but a one-query call through `mx.fast.cuda_kernel` costs the host more than MLX's own ops:
+# at the engine's plain step MLX won on an H100 in six pairs of six where the kernel won on the
+# H200, so the engine times both per batch size (engine/core/decode_attention_choice.py)
 HEAD_DIMS = (64, 96, 128, 256)  # a whole number of floats per lane
 WARPS = 8
 FLOATS = (mx.float32, mx.float16, mx.bfloat16)
@@ -168,6 +172,17 @@ _SOURCE = """
 
 SdpaFn = Callable[..., mx.array]
 _kernel: Any = None
+_one_query = {"on": True}  # whether one-query calls may take the kernel (`one_query_calls`)
+
+
+@contextmanager
+def one_query_calls(on: bool) -> Iterator[None]:
+    """Within this block, one-query calls take the kernel (`on`) or stay with MLX."""
+    before, _one_query["on"] = _one_query["on"], on
+    try:
+        yield
+    finally:
+        _one_query["on"] = before
 
 
 def kernel_source() -> str:
@@ -203,7 +218,7 @@ def takes(q: mx.array, k: mx.array, v: mx.array, mask: Any, sinks: Any = None) -
     """Whether the kernel computes this call as MLX would, and faster: a boolean mask over one
     head axis (a call without one keeps MLX's fused kernels), a few queries, grouped heads, a
     head size it handles, one floating dtype, and not more reading than it wins at
-    (DEFAULT_MAX_BYTES, for several queries)."""
+    (DEFAULT_MAX_BYTES, for several queries; `one_query_calls`, for one)."""
     if not isinstance(mask, mx.array) or mask.dtype != mx.bool_ or sinks is not None:
         return False
     if q.ndim != 4 or k.ndim != 4 or v.ndim != 4 or mask.ndim != 4:
@@ -213,6 +228,8 @@ def takes(q: mx.array, k: mx.array, v: mx.array, mask: Any, sinks: Any = None) -
     if not 1 <= N <= MAX_QUERIES or not 0 < L <= MAX_KEYS or D not in HEAD_DIMS:
         return False
     if N > 1 and B * Hq * N * L * D * q.dtype.size > DEFAULT_MAX_BYTES:
+        return False
+    if N == 1 and not _one_query["on"]:
         return False
     if Bk != B or tuple(v.shape) != (B, Hk, L, D) or Dk != D or Hk == 0 or Hq % Hk:
         return False
