@@ -127,16 +127,19 @@ class MeasuredChoice:
             bucket.pending = trial_legs(first=not bucket.way)
             bucket.way = bucket.pending[0]
 
-    @staticmethod
-    def _clear_early(bucket: BucketChoice) -> bool:
-        """Whether the trial's first legs already show a clear winner (DEFAULT_CLEAR_MARGIN)."""
+    def _clear_early(self, bucket: BucketChoice) -> bool:
+        """Whether the trial's first legs already show a clear winner: every leg of one way
+        faster than every leg of the other by DEFAULT_CLEAR_MARGIN, or at all for the way
+        `prefer`red (the other could not be chosen)."""
         if DEFAULT_TRIAL_LEGS - len(bucket.pending) != DEFAULT_EARLY_LEGS:
             return False
         half = DEFAULT_EARLY_LEGS // 2
-        off, on = (list(bucket.ways[w].legs)[-half:] for w in (False, True))
-        return max(on) * DEFAULT_CLEAR_MARGIN <= min(off) or (
-            max(off) * DEFAULT_CLEAR_MARGIN <= min(on)
-        )
+        legs = {way: list(bucket.ways[way].legs)[-half:] for way in (False, True)}
+        for way in (False, True):
+            factor = 1.0 if way == self.prefer else DEFAULT_CLEAR_MARGIN
+            if max(legs[way]) * factor <= min(legs[not way]):
+                return True
+        return False
 
     def _choose(self, bucket: BucketChoice) -> None:
         price = {way: timing.seconds_per_token() for way, timing in bucket.ways.items()}

@@ -71,6 +71,15 @@ def test_both_ways_are_timed_and_the_faster_is_kept(installed, monkeypatch):
     assert vac.takes(*call(1))  # outside a plain step's forward: as installed
 
 
+def test_a_trial_the_kernel_leads_ends_after_four_legs(installed, monkeypatch):
+    """MLX's ops could not be chosen once every kernel leg beat every MLX leg: no more legs."""
+    monkeypatch.setattr(dac, "DEFAULT_LEG_STEPS", 2)
+    choice = DecodeAttentionChoice()
+    ways = steps(choice, 4, 60, kernel_s=0.0048, mlx_s=0.0050)
+    assert ways[:12] == ([False] * 3 + [True] * 3) * 2 and all(ways[12:])
+    assert not choice.summary()["4"]["timing_both"]
+
+
 def test_a_near_tie_keeps_the_kernel(installed, monkeypatch):
     """Legs of a few steps cannot resolve a few percent: MLX's ops must win by DEFAULT_MLX_MARGIN."""
     monkeypatch.setattr(dac, "DEFAULT_LEG_STEPS", 2)
