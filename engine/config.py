@@ -22,6 +22,11 @@ DEFAULT_PREFILL_GAP_FACTOR = 3.0  # engine/core/prefill_pacer.py
 # (engine/core/ahead_choice.py). On MLX's CPU backend `async_eval` waits until all but ten ops of
 # a forward have run: nothing overlaps, and rounds run in series.
 DEFAULT_VERIFY_AHEAD: bool | None = None
+# A ragged plain step's attention in the CUDA kernel: three H100s this session favoured it, and
+# choosing per batch size as measured (None) ran at a median 0.95 of it there (its trials, and
+# legs of 16 steps too short to resolve a few percent; docs/benchmarks.md, nineteenth pass).
+# One H100 before had MLX's ops faster at the step (1-67%): None is for such a machine.
+DEFAULT_DECODE_ATTENTION_KERNEL: bool | None = True
 
 
 @dataclass(frozen=True)
@@ -52,7 +57,7 @@ class EngineConfig:
     # a ragged batch's plain decode steps run their attention in Tandem's CUDA kernel (True),
     # in MLX's own ops (False), or None: per batch size as measured faster
     # (engine/core/decode_attention_choice.py); only where that kernel is installed (CUDA)
-    decode_attention_kernel: bool | None = None
+    decode_attention_kernel: bool | None = DEFAULT_DECODE_ATTENTION_KERNEL
     max_batch: int = DEFAULT_MAX_BATCH
     max_context: int | None = None  # cap below the model's own context length
     stats_interval_s: float = DEFAULT_STATS_INTERVAL_S

@@ -36,6 +36,7 @@ from engine.bench.process_exit import run_and_exit
 from engine.bench.result_rows import make_row, print_row
 from engine.bench.spec_configs import (
     AHEAD_MODES,
+    DECODE_ATTENTION,
     ahead_choice,
     arm,
     decode_attention_choice,
@@ -145,6 +146,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="run mlx-lm's baselines and reference on Tandem's CUDA kernels too (default: MLX's"
         " own, as mlx-lm ships; engine/kernels/as_shipped.py)",
     )
+    p.add_argument(
+        "--decode-attention",
+        choices=tuple(DECODE_ATTENTION),
+        default="kernel",
+        help="a ragged plain step's attention on CUDA: the kernel (the default), MLX's ops, or "
+        "measured per batch size (engine/core/decode_attention_choice.py)",
+    )
     p.add_argument("--json", type=Path, default=None, help="write results here")
     p.add_argument("--chart", type=Path, default=None, help="synthetic sweep chart (PNG)")
     args = p.parse_args(argv)
@@ -192,6 +200,7 @@ async def bench(args: argparse.Namespace) -> dict:
             prompt_cache=False,  # repeated prompts would hit it; the baselines have none
             log_blas=False,
             extra_drafters=synth.entry(),
+            decode_attention_kernel=DECODE_ATTENTION[args.decode_attention],
         )
     )
     eng.start()

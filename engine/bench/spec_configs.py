@@ -13,6 +13,8 @@ from engine.requests import SpecMethod, SpeculativeParams
 
 # --ahead-modes: EngineConfig.verify_ahead's values (None: chosen as measured)
 AHEAD_MODES: dict[str, bool | None] = {"measured": None, "on": True, "off": False}
+# --decode-attention: EngineConfig.decode_attention_kernel's values
+DECODE_ATTENTION: dict[str, bool | None] = {"kernel": True, "mlx": False, "measured": None}
 
 
 @dataclass(frozen=True)

@@ -8,9 +8,11 @@ the engine's step depends on the host as much as the GPU: on the H200 the kernel
 was 2.3-4.1x faster than MLX's path and the random 1B decoded four rows at 657-687 tok/s with it
 against 500-583 without; on an H100 the plain step was faster without it in six pairs of six
 (the 1B at four rows 3.9-4.0 ms against 4.6-5.0), a custom kernel's call costing the host more
-there (docs/benchmarks.md, fifth, eighteenth and nineteenth passes). So each batch size times both
-(engine/core/measured_choice.py). Only plain steps are switched and timed: verify forwards
-(several queries a row) and drafters keep the kernel wherever it `takes` their calls.
+there (docs/benchmarks.md, fifth and eighteenth passes). Here each batch size may time both
+(engine/core/measured_choice.py) or take one way (EngineConfig.decode_attention_kernel). The
+kernel is the default: three more H100s favoured it, and timing both ran at a median 0.95 of it
+there (nineteenth pass). Only plain steps are switched and timed: verify forwards (several
+queries a row) and drafters keep the kernel wherever it `takes` their calls.
 """
 
 from __future__ import annotations
