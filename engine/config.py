@@ -22,10 +22,10 @@ DEFAULT_PREFILL_GAP_FACTOR = 3.0  # engine/core/prefill_pacer.py
 # (engine/core/ahead_choice.py). On MLX's CPU backend `async_eval` waits until all but ten ops of
 # a forward have run: nothing overlaps, and rounds run in series.
 DEFAULT_VERIFY_AHEAD: bool | None = None
-# A ragged plain step's attention in the CUDA kernel: three H100s this session favoured it, and
-# choosing per batch size as measured (None) ran at a median 0.95 of it there (its trials, and
-# legs of 16 steps too short to resolve a few percent; docs/benchmarks.md, nineteenth pass).
-# One H100 before had MLX's ops faster at the step (1-67%): None is for such a machine.
+# A ragged plain step's attention in the CUDA kernel: on three H100s choosing per batch size as
+# measured (None) picked it nearly everywhere and ran at a median 0.95 of always-kernel (its
+# trials, noise or the switches: open; docs/benchmarks.md, nineteenth pass). One H100 before
+# had MLX's ops faster at the step (1-67%): None is for such a machine.
 DEFAULT_DECODE_ATTENTION_KERNEL: bool | None = True
 
 

@@ -37,7 +37,7 @@ MAX_KEYS = 8192  # past this the key loop of one block is longer than cuDNN's wh
 DEFAULT_MAX_BYTES = 128_000_000
 # ...but a one-query call through `mx.fast.cuda_kernel` costs the host more than MLX's own ops:
 # at the engine's plain step MLX won on an H100 in six pairs of six where the kernel won on the
-# H200, so the engine times both per batch size (engine/core/decode_attention_choice.py)
+# H200; the engine can time both per batch size (engine/core/decode_attention_choice.py)
 HEAD_DIMS = (64, 96, 128, 256)  # a whole number of floats per lane
 WARPS = 8
 FLOATS = (mx.float32, mx.float16, mx.bfloat16)
