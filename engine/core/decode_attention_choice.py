@@ -51,12 +51,14 @@ class DecodeAttentionChoice:
     @contextmanager
     def launching(self, rows: int) -> Iterator[None]:
         """A plain step of `rows` rows builds its forward within this block."""
-        if not verify_attention_cuda.is_installed():  # not on CUDA, or switched off
-            self._launched = None
+        self._launched = None
+        # the default (the kernel) and machines without it need no switch: calls go as installed
+        if self.mode is True or not verify_attention_cuda.is_installed():
             yield
             return
         way = self.mode if self.mode is not None else self.choice.way(rows)
-        self._launched = (rows, way)
+        if self.mode is None:
+            self._launched = (rows, way)  # timed when the next step begins
         with verify_attention_cuda.one_query_calls(way):
             yield
 
@@ -64,7 +66,7 @@ class DecodeAttentionChoice:
         """A step begins. `last`: the step before's tokens a row and cost up to now, when it did
         nothing but decode (timed as a plain step if it launched one)."""
         launched, self._launched = self._launched, None
-        if launched is None or last is None or last[0] != 1 or self.mode is not None:
+        if launched is None or last is None or last[0] != 1:
             return
         rows, way = launched
         self.choice.record_way(rows, way=way, seconds=last[1], tokens=rows)
