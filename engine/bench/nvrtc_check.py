@@ -68,14 +68,17 @@ def wrap(name, inputs, outputs, template, source) -> str:
 def variants() -> list[tuple[str, str]]:
     """(label, source) of every variant the engine launches."""
     out = []
+    groups = (1, 2, 4, 8)  # query heads per key head
     for dtype, d in itertools.product(TYPES, verify_attention_cuda.HEAD_DIMS):
         t = TYPES[dtype]
         inputs = [("q", t), ("k", t), ("v", t), ("mask", "bool"), ("scale", "float")]
-        template = [("T", t), ("D", d), ("WARPS", verify_attention_cuda.WARPS)]
-        source = verify_attention_cuda.kernel_source()
-        out.append(
-            (f"verify_attention {dtype} D={d}", wrap("k", inputs, [("out", t)], template, source))
-        )
+        for heads in sorted({verify_attention_cuda.heads_per_block(g) for g in groups}):
+            template = [("T", t), ("D", d), ("WARPS", verify_attention_cuda.WARPS)]
+            if heads > 1:
+                template.append(("HEADS", heads))
+            source = verify_attention_cuda.kernel_source(heads=heads)
+            wrapped = wrap("k", inputs, [("out", t)], template, source)
+            out.append((f"verify_attention {dtype} D={d} heads={heads}", wrapped))
     rows = [2, 4, 8, 16, 32]
     for dtype, r in itertools.product(TYPES, rows):
         t = TYPES[dtype]

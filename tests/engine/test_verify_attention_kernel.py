@@ -55,13 +55,20 @@ def test_it_leaves_every_other_call_to_mlx(change):
 
 def test_it_leaves_big_products_to_mlx():
     q, k, v, mask = tensors(batch=16, hq=32, hk=8, n=17, keys=4096)
-    assert 16 * 32 * 17 * 4096 * 64 * 2 > vac.DEFAULT_MAX_BYTES
+    assert vac.key_bytes_read(q, k) > vac.DEFAULT_MAX_GROUPED_BYTES
     assert not vac.takes(q, k, v, mask)
+    assert not vac.takes(q, k, v, mask, sinks=mx.zeros((32,)))
+    # grouped heads read each key once for four: the same call on fewer keys is taken...
+    grouped = tensors(batch=16, hq=32, hk=8, n=5, keys=256, d=128, dtype=mx.bfloat16)
+    assert vac.takes(*grouped)
+    # ...where a block per head (no grouping) reads four times the bytes and is not
+    ungrouped = tensors(batch=16, hq=32, hk=32, n=5, keys=256, d=128, dtype=mx.bfloat16)
+    assert vac.key_bytes_read(*ungrouped[:2]) > vac.DEFAULT_MAX_BYTES
+    assert not vac.takes(*ungrouped)
     # the same shape in float32 reads twice the bytes
-    half = tensors(batch=1, hq=32, hk=8, n=9, keys=2048, dtype=mx.float16)
+    half = tensors(batch=2, hq=8, hk=8, n=9, keys=2048, d=128, dtype=mx.float16)
     assert vac.takes(*half)
     assert not vac.takes(*(a.astype(mx.float32) if a.dtype != mx.bool_ else a for a in half))
-    assert not vac.takes(q, k, v, mask, sinks=mx.zeros((32,)))
 
 
 @ONLY_CPU
@@ -109,7 +116,33 @@ def test_the_checkers_mask_is_a_verify_rounds():
             assert all(allowed[j] != (j in hole) for j in range(pad, query_pos + 1))
 
 
+@pytest.mark.parametrize(
+    "group,heads",
+    [
+        (4, 4),  # Llama 3 8B: 32 query heads on 8 key heads, each key read once for four
+        (8, 4),  # at most four a block: eight were slower on an H100
+        (16, 4),
+        (2, 2),
+        (6, 2),  # the largest power of two that divides the group
+        (3, 1),
+        (1, 1),  # no grouping: a block per head, the per-head layout
+    ],
+)
+def test_a_block_computes_the_heads_that_share_a_key_head(group, heads):
+    assert vac.heads_per_block(group) == heads
+    assert (vac.kernel_source(heads=heads) == vac.GROUPED_SOURCE) == (heads > 1)
+
+
+def test_the_bytes_read_count_each_groups_keys_once():
+    q, k, _, _ = tensors(batch=4, hq=32, hk=8, n=5, keys=1024, d=128, dtype=mx.bfloat16)
+    assert vac.key_bytes_read(q, k) == 4 * 8 * 5 * 1024 * 128 * 2
+    q, k, _, _ = tensors(batch=4, hq=8, hk=8, n=5, keys=1024, d=128, dtype=mx.bfloat16)
+    assert vac.key_bytes_read(q, k) == 4 * 8 * 5 * 1024 * 128 * 2
+
+
 def test_the_kernel_source_names_what_mlx_passes_it():
+    for source in (vac.kernel_source(heads=1), vac.kernel_source(heads=4)):
+        assert "HEADS" in source or source is vac.PER_HEAD_SOURCE
     source = vac.kernel_source()
     for name in ("q_shape", "k_shape", "mask_shape", "scale[0]", "out +", "__shfl_xor_sync"):
         assert name in source
