@@ -68,11 +68,11 @@ def wrap(name, inputs, outputs, template, source) -> str:
 def variants() -> list[tuple[str, str]]:
     """(label, source) of every variant the engine launches."""
     out = []
-    groups = (1, 2, 4, 8)  # query heads per key head
+    layouts = [h for h in (1, 2, 4, 8) if h <= verify_attention_cuda.MAX_HEADS_PER_BLOCK]
     for dtype, d in itertools.product(TYPES, verify_attention_cuda.HEAD_DIMS):
         t = TYPES[dtype]
         inputs = [("q", t), ("k", t), ("v", t), ("mask", "bool"), ("scale", "float")]
-        for heads in sorted({verify_attention_cuda.heads_per_block(g) for g in groups}):
+        for heads in layouts:  # query heads a block (grouping is opt-in)
             template = [("T", t), ("D", d), ("WARPS", verify_attention_cuda.WARPS)]
             if heads > 1:
                 template.append(("HEADS", heads))

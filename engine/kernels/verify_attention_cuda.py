@@ -10,8 +10,9 @@ host and the GPU: measured on the H200, attention cost 0.14-0.22 ms per layer ag
 ms for the same queries without a mask (docs/benchmarks.md, fourth pass). Here one block
 computes one query of one head: its warps take 32 keys at a time (a lane per key), skip masked
 keys, and keep an online softmax in float32, as MLX's vector kernel does; where query heads
-share a key head (grouped-query attention), one block computes up to four of them and reads
-each key once for them all (engine/kernels/verify_attention_source.py). `install()` routes
+share a key head (grouped-query attention), one block can compute up to four of them and read
+each key once for them all (engine/kernels/verify_attention_source.py; opt-in with
+TANDEM_GROUPED_ATTENTION=1, as it was not faster in the engine). `install()` routes
 eligible `mx.fast.scaled_dot_product_attention` calls to it on CUDA and leaves every other call
 to MLX.
 """
@@ -25,7 +26,7 @@ from typing import Any
 import mlx.core as mx
 
 from engine.device import on_cuda
-from engine.kernels.switch import may_install
+from engine.kernels.switch import is_set, may_install
 from engine.kernels.verify_attention_source import GROUPED_SOURCE, PER_HEAD_SOURCE
 
 DISABLE_ENV = "TANDEM_NO_VERIFY_ATTENTION"
@@ -48,11 +49,16 @@ WARPS = 8
 # Query heads a block computes where they share a key head: on an H100 four a block beat eight
 # for 64 heads on 8 (head size 64) by 10% and were level for 32 on 4 (head size 128)
 MAX_HEADS_PER_BLOCK = 4
+# Opt-in: grouped, a call alone took 0.69x the per-head layout's time at 4-32 rows, but in the
+# engine the 8B's plain step with four long rows took 18-20 ms against 15-17 per head, and
+# verify rounds were level within the noise (H100; docs/benchmarks.md, twentieth pass)
+GROUPED_ENV = "TANDEM_GROUPED_ATTENTION"
 FLOATS = (mx.float32, mx.float16, mx.bfloat16)
 
 SdpaFn = Callable[..., mx.array]
 _kernels: dict[bool, Any] = {}  # grouped or not: MLX's compiled kernel objects
 _one_query = {"on": True}  # whether one-query calls may take the kernel (`one_query_calls`)
+_grouping = {"on": False}  # whether blocks compute groups of heads (GROUPED_ENV, at install)
 
 
 @contextmanager
@@ -70,9 +76,17 @@ def kernel_source(*, heads: int = 1) -> str:
     return PER_HEAD_SOURCE if heads == 1 else GROUPED_SOURCE
 
 
+def set_grouping(on: bool) -> None:
+    """Blocks of grouped query heads (`on`) or one head a block (the default)."""
+    _grouping["on"] = on
+
+
 def heads_per_block(group: int) -> int:
-    """How many of a group's query heads (those sharing a key head) one block computes: the
-    largest power of two within MAX_HEADS_PER_BLOCK that divides the group."""
+    """How many of a group's query heads (those sharing a key head) one block computes: with
+    grouping on, the largest power of two within MAX_HEADS_PER_BLOCK that divides the group;
+    else one."""
+    if not _grouping["on"]:
+        return 1
     heads = 1
     while heads * 2 <= MAX_HEADS_PER_BLOCK and group % (heads * 2) == 0:
         heads *= 2
@@ -168,6 +182,7 @@ def install(*, force: bool = False) -> bool:
     """Route eligible attention calls through the kernel; True when it is in place (CUDA only)."""
     if not may_install(DISABLE_ENV, force=force):
         return False
+    set_grouping(is_set(GROUPED_ENV))
     if not is_installed():
         mx.fast.scaled_dot_product_attention = make_sdpa(mx.fast.scaled_dot_product_attention)
     return True

@@ -7,7 +7,9 @@ multiply and an add differently in the two, so outputs can differ in the last bi
 bfloat16 step, in 8 of 96 cases measured). On an H100, at four query heads a block, the
 grouped layout took a median 0.69x the per-head layout's time at 4-32 rows (0.48-1.2x; the few
 losses in calls of 30 us or less) and 0.96x at one row; at one head a block it took 1.18x, so
-groups of one keep the per-head layout (docs/benchmarks.md, twentieth pass).
+groups of one keep the per-head layout. In the engine, though, the 8B's plain step over four
+long rows took 18-20 ms grouped against 15-17 per head, so the per-head layout is the default
+and the grouped one opt-in (docs/benchmarks.md, twentieth pass).
 """
 
 # MLX wraps this in `__global__ void custom_kernel_<name>(const T* q, const Shape q_shape, ...,

@@ -11,6 +11,12 @@ from engine.kernels import verify_attention_cuda as vac
 ONLY_CPU = pytest.mark.skipif(mx.cuda.is_available(), reason="checks the CPU behaviour")
 
 
+@pytest.fixture
+def grouping(monkeypatch):
+    """Blocks of grouped query heads, as TANDEM_GROUPED_ATTENTION=1 gives at install."""
+    monkeypatch.setitem(vac._grouping, "on", True)
+
+
 def tensors(batch=2, hq=8, hk=2, n=5, keys=64, d=64, dtype=mx.float16):
     q = mx.random.normal((batch, hq, n, d), key=mx.random.key(1)).astype(dtype)
     k = mx.random.normal((batch, hk, keys, d), key=mx.random.key(2)).astype(dtype)
@@ -53,7 +59,7 @@ def test_it_leaves_every_other_call_to_mlx(change):
     assert not vac.takes(*change(*tensors()))
 
 
-def test_it_leaves_big_products_to_mlx():
+def test_it_leaves_big_products_to_mlx(grouping):
     q, k, v, mask = tensors(batch=16, hq=32, hk=8, n=17, keys=4096)
     assert vac.key_bytes_read(q, k) > vac.DEFAULT_MAX_GROUPED_BYTES
     assert not vac.takes(q, k, v, mask)
@@ -128,12 +134,24 @@ def test_the_checkers_mask_is_a_verify_rounds():
         (1, 1),  # no grouping: a block per head, the per-head layout
     ],
 )
-def test_a_block_computes_the_heads_that_share_a_key_head(group, heads):
+def test_a_block_computes_the_heads_that_share_a_key_head(grouping, group, heads):
     assert vac.heads_per_block(group) == heads
     assert (vac.kernel_source(heads=heads) == vac.GROUPED_SOURCE) == (heads > 1)
 
 
-def test_the_bytes_read_count_each_groups_keys_once():
+def test_one_head_a_block_unless_grouping_is_asked_for():
+    assert all(vac.heads_per_block(g) == 1 for g in (1, 2, 4, 8))
+
+
+def test_install_reads_the_grouping_switch(monkeypatch):
+    monkeypatch.setitem(vac._grouping, "on", False)
+    monkeypatch.setenv(vac.GROUPED_ENV, "1")
+    monkeypatch.setattr(mx.fast, "scaled_dot_product_attention", vac.make_sdpa(lambda *a, **k: 0))
+    assert vac.install(force=True)
+    assert vac.heads_per_block(4) == 4
+
+
+def test_the_bytes_read_count_each_groups_keys_once(grouping):
     q, k, _, _ = tensors(batch=4, hq=32, hk=8, n=5, keys=1024, d=128, dtype=mx.bfloat16)
     assert vac.key_bytes_read(q, k) == 4 * 8 * 5 * 1024 * 128 * 2
     q, k, _, _ = tensors(batch=4, hq=8, hk=8, n=5, keys=1024, d=128, dtype=mx.bfloat16)
