@@ -12,11 +12,9 @@ long rows took 18-20 ms grouped against 15-17 per head, so the per-head layout i
 and the grouped one opt-in (docs/benchmarks.md, twentieth pass).
 """
 
-# MLX wraps this in `__global__ void custom_kernel_<name>(const T* q, const Shape q_shape, ...,
-# const bool* mask, const Shape mask_shape, const float* scale, T* out)`; T, D and WARPS become
-# `using` / `constexpr int`. q / out [B, Hq, N, D], k / v [B, Hk, L, D], mask [Bm, 1, N, L] with
-# Bm 1 or B. Launch: one block of WARPS warps per (b, hq, n).
-PER_HEAD_SOURCE = """
+# What both layouts begin with: the sizes MLX passes, and (once a block knows its row, key
+# head and query) where that row's keys, values and mask start.
+_SHAPES = """
   constexpr int PER_LANE = D / 32;
   constexpr int VEC = 16 / sizeof(T);
   const float NEG_INF = -__int_as_float(0x7f800000);
@@ -24,7 +22,22 @@ PER_HEAD_SOURCE = """
   const int N = q_shape[2];
   const int Hk = k_shape[1];
   const int L = k_shape[2];
-  const int block = blockIdx.x;
+"""
+_ROW_POINTERS = """
+  const int64_t kv = (static_cast<int64_t>(b) * Hk + hk) * L;
+  const T* kp = k + kv * D;
+  const T* vp = v + kv * D;
+  const int mb = mask_shape[0] == 1 ? 0 : b;
+  const bool* mp = mask + (static_cast<int64_t>(mb) * N + n) * L;
+"""
+
+# MLX wraps this in `__global__ void custom_kernel_<name>(const T* q, const Shape q_shape, ...,
+# const bool* mask, const Shape mask_shape, const float* scale, T* out)`; T, D and WARPS become
+# `using` / `constexpr int`. q / out [B, Hq, N, D], k / v [B, Hk, L, D], mask [Bm, 1, N, L] with
+# Bm 1 or B. Launch: one block of WARPS warps per (b, hq, n).
+PER_HEAD_SOURCE = (
+    _SHAPES
+    + """  const int block = blockIdx.x;
   const int n = block % N;
   const int hq = (block / N) % Hq;
   const int b = block / (N * Hq);
@@ -43,12 +56,9 @@ PER_HEAD_SOURCE = """
   }
   __syncthreads();
 
-  const int64_t kv = (static_cast<int64_t>(b) * Hk + hk) * L;
-  const T* kp = k + kv * D;
-  const T* vp = v + kv * D;
-  const int mb = mask_shape[0] == 1 ? 0 : b;
-  const bool* mp = mask + (static_cast<int64_t>(mb) * N + n) * L;
-
+"""
+    + _ROW_POINTERS
+    + """
   float m = NEG_INF;
   float l = 0.0f;
   float acc[PER_LANE];
@@ -139,6 +149,7 @@ PER_HEAD_SOURCE = """
     op[d] = static_cast<T>(o / total);
   }
 """
+)
 
 
 # MLX wraps this in `__global__ void custom_kernel_<name>(const T* q, const Shape q_shape, ...,
@@ -146,15 +157,9 @@ PER_HEAD_SOURCE = """
 # become `using` / `constexpr int`. q / out [B, Hq, N, D], k / v [B, Hk, L, D], mask [Bm, 1, N, L]
 # with Bm 1 or B. Launch: one block of WARPS warps per (b, group of HEADS query heads that share
 # a key head, n). Each query head's arithmetic is the same, in the same order, whatever HEADS is.
-GROUPED_SOURCE = """
-  constexpr int PER_LANE = D / 32;
-  constexpr int VEC = 16 / sizeof(T);
-  const float NEG_INF = -__int_as_float(0x7f800000);
-  const int Hq = q_shape[1];
-  const int N = q_shape[2];
-  const int Hk = k_shape[1];
-  const int L = k_shape[2];
-  const int groups = Hq / HEADS;  // blocks per row and query
+GROUPED_SOURCE = (
+    _SHAPES
+    + """  const int groups = Hq / HEADS;  // blocks per row and query
   const int block = blockIdx.x;
   const int n = block % N;
   const int hq0 = ((block / N) % groups) * HEADS;
@@ -176,12 +181,9 @@ GROUPED_SOURCE = """
   }
   __syncthreads();
 
-  const int64_t kv = (static_cast<int64_t>(b) * Hk + hk) * L;
-  const T* kp = k + kv * D;
-  const T* vp = v + kv * D;
-  const int mb = mask_shape[0] == 1 ? 0 : b;
-  const bool* mp = mask + (static_cast<int64_t>(mb) * N + n) * L;
-
+"""
+    + _ROW_POINTERS
+    + """
   float m[HEADS];
   float l[HEADS];
   float acc[HEADS][PER_LANE];
@@ -323,3 +325,4 @@ GROUPED_SOURCE = """
     __syncthreads();  // warp_acc is the next head's
   }
 """
+)
