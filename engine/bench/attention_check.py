@@ -4,6 +4,8 @@ the buffer's unwritten tail, causal among the new queries).
 
     python -m engine.bench.attention_check --json PATH
 
+checks the per-head layout the engine uses; with TANDEM_GROUPED_ATTENTION=1, the grouped one.
+
 Each case is recorded on its own: one failing case never hides the others. Without CUDA it says
 so and exits 0.
 """
@@ -25,6 +27,7 @@ from engine.bench.cli_args import positive_int
 from engine.bench.process_exit import run_and_exit
 from engine.device import on_cuda
 from engine.kernels import verify_attention_cuda as vac
+from engine.kernels.switch import is_set
 
 DEFAULT_BATCHES = (1, 4, 16)
 DEFAULT_QUERIES = (2, 5, 9, 17)
@@ -137,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     if not on_cuda():
         print("no CUDA GPU here: the verify-attention kernel is CUDA only; nothing to check")
         return 0
+    vac.set_grouping(is_set(vac.GROUPED_ENV))  # the layout the engine would use
     cases = itertools.product(args.batches, args.queries, args.keys, DEFAULT_HEADS, args.dtypes)
     results = []
     for batch, queries, keys, heads, dtype in cases:

@@ -34,11 +34,12 @@ MAX_QUERIES = 32  # the widest verify forward auto asks for is 17
 MAX_KEYS = 8192  # past this the key loop of one block is longer than cuDNN's whole call
 # A block reads its key head's keys for every query, so with several queries the kernel's time
 # grows with the bytes it reads (`key_bytes_read`). One query head a block: on the H200 it beat
-# cuDNN everywhere below 128M and lost from about 150M; the H100 agreed. A group of heads a
-# block: on an H100 it beat cuDNN at up to 42M in every case, at 84M in four of five (a tie),
-# and lost at 168M. With one query (a ragged batch's decode step) MLX's unfused path is dearer:
-# the kernel was 2.3-4.1x faster in every case measured, up to B 32 x L 4096 (537M), so those
-# are not limited (python -m engine.bench.attention_check; docs/benchmarks.md).
+# cuDNN everywhere below 128M and lost from about 150M; on an H100 at 168M it won, tied and
+# lost once each. A group of heads a block: on an H100 it beat cuDNN at up to 42M in every
+# case, at 84M in four of five (a tie), and lost at 168M. With one query (a ragged batch's
+# decode step) MLX's unfused path is dearer: the kernel was 2.3-4.1x faster in every case
+# measured, up to B 32 x L 4096 (537M), so those are not limited (python -m
+# engine.bench.attention_check; docs/benchmarks.md).
 DEFAULT_MAX_BYTES = 128_000_000
 DEFAULT_MAX_GROUPED_BYTES = 96_000_000
 # ...but a one-query call through `mx.fast.cuda_kernel` costs the host more than MLX's own ops:
