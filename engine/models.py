@@ -19,6 +19,7 @@ import mlx.core as mx
 import mlx.nn as nn
 
 from engine import default_model
+from engine.compiled_mlp import compile_mlps
 from engine.engine_reports import ModelInfo
 from engine.fused_projections import fuse_projections
 from engine.kernels.depthwise_conv_cuda import install as install_conv_kernel
@@ -251,6 +252,7 @@ def open_model(
         opened = open_random(spec)
         install_rope_guard(opened.model)
         fuse_projections(opened.model)
+        compile_mlps(opened.model)
         return opened
     report = progress or (lambda message, fraction: None)
     is_default = is_default_spec(spec)
@@ -272,6 +274,7 @@ def open_model(
         raise ModelLoadError(f"Could not load {spec or DEFAULT_SPEC} ({path}): {exc}") from exc
     install_rope_guard(model)  # CUDA only: RoPE calls MLX would launch with too many threads
     fuse_projections(model)  # q/k/v and gate/up as one matmul each: fewer launches, same results
+    compile_mlps(model)  # opt-in: few-row MLP calls traced once, replayed (less host work)
     name = model_name(spec, path)
 
     def finish(model: nn.Module, tokenizer: Any) -> LoadedModel:

@@ -1,0 +1,133 @@
+"""Dense MLPs compiled for few-row calls (engine/compiled_mlp.py): the same logits bit for bit
+as the MLP run as it is, the same parameters and names, wide calls left uncompiled, mixtures of
+experts left alone, and the engine still exact against mlx_lm.generate with it on."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import mlx.core as mx
+import pytest
+from mlx.utils import tree_flatten
+from mlx_lm.models.cache import make_prompt_cache
+
+from engine.compiled_mlp import ENABLE_ENV, compile_mlps, is_compiled, set_compiled
+from engine.models import load_model
+from engine.requests import SpecMethod, SpeculativeParams
+from tests.engine.test_exactness import make_prompts, reference_tokens, run_engine
+from tests.tiny_models import make_tiny_gemma3_dir, make_tiny_llama_dir, make_tiny_qwen3_next_dir
+
+PROMPTS = [[5, 9, 14, 3, 77, 120, 6, 8], [40, 41, 42, 43, 44, 45, 46, 47]]
+
+
+def _logits(model) -> list[mx.array]:
+    """A prefill of two rows, decode steps of width 1 and a verify-like forward of five."""
+    cache = make_prompt_cache(model)
+    out = [model(mx.array(PROMPTS), cache=cache)]
+    for _ in range(3):
+        out.append(model(mx.argmax(out[-1][:, -1:], axis=-1), cache=cache))
+    out.append(model(mx.array([p[:5] for p in PROMPTS]), cache=cache))
+    mx.eval(out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    root = tmp_path_factory.mktemp("compiled_mlp")
+    return {
+        "llama": make_tiny_llama_dir(root / "llama", tie_word_embeddings=False),
+        "llama-4bit": make_tiny_llama_dir(root / "llama4", quantize_bits=4),
+        "qwen2-bias": make_tiny_llama_dir(
+            root / "qwen2", model_type="qwen2", tie_word_embeddings=False
+        ),
+        "gemma3": make_tiny_gemma3_dir(root / "gemma3"),
+        "qwen3_next": make_tiny_qwen3_next_dir(root / "qwen3_next"),
+    }
+
+
+@pytest.fixture(autouse=True)
+def switched_on():
+    set_compiled(True)
+    yield
+    set_compiled(True)
+
+
+def test_off_unless_asked(folders, monkeypatch):
+    monkeypatch.delenv(ENABLE_ENV, raising=False)
+    model = load_model(str(folders["llama"])).model
+    assert compile_mlps(model) == 0
+    assert not any(is_compiled(m) for _, m in model.named_modules())
+
+
+@pytest.mark.parametrize("name", ["llama", "llama-4bit", "qwen2-bias", "gemma3"])
+def test_same_logits_bit_for_bit(folders, name):
+    model = load_model(str(folders[name])).model
+    before = dict(tree_flatten(model.parameters()))
+    assert compile_mlps(model, force=True) == len(model.layers)
+    after = dict(tree_flatten(model.parameters()))
+    assert after.keys() == before.keys()  # names unchanged: loading and copying weights work
+    assert all(after[k] is before[k] for k in before)
+    set_compiled(False)
+    plain = _logits(model)
+    set_compiled(True)
+    compiled = _logits(model)
+    for a, b in zip(plain, compiled, strict=True):
+        assert mx.array_equal(a, b).item()
+
+
+def test_mixture_of_experts_left_alone(folders):
+    model = load_model(str(folders["qwen3_next"])).model
+    compile_mlps(model, force=True)
+    for name, module in model.named_modules():
+        if is_compiled(module):
+            assert "experts" not in name and "switch" not in name
+            assert all(not hasattr(module, k) for k in ("switch_mlp", "experts", "gate"))
+
+
+def test_wide_calls_run_as_they_are(folders):
+    model = load_model(str(folders["llama"])).model
+    compile_mlps(model, force=True, max_rows=4)
+    mlp = model.layers[0].mlp
+    calls = []
+    traced = mlp._tandem_compiled.fn
+    mlp._tandem_compiled.fn = lambda x: calls.append(x.shape) or traced(x)
+    dim = model.args.hidden_size
+    mlp(mx.zeros((2, 8, dim)))  # a prefill of 16 rows
+    mlp(mx.zeros((2, 2, dim)))  # a verify forward of 4
+    assert calls == [(2, 2, dim)]
+
+
+def test_a_failing_trace_keeps_the_mlp_as_it_is(folders, caplog):
+    model = load_model(str(folders["llama"])).model
+    compile_mlps(model, force=True)
+    mlp = model.layers[0].mlp
+
+    def broken(x):
+        raise ValueError("cannot trace this")
+
+    mlp._tandem_compiled.fn = broken
+    x = mx.ones((1, 1, model.args.hidden_size))
+    set_compiled(False)
+    want = mlp(x)
+    set_compiled(True)
+    assert mx.array_equal(mlp(x), want).item()
+    assert mlp._tandem_compiled.failed
+    assert "runs uncompiled" in caplog.text
+
+
+def test_engine_exact_with_compiled_mlps(folders, monkeypatch, caplog):
+    monkeypatch.setenv(ENABLE_ENV, "1")
+    caplog.set_level(logging.INFO, logger="engine.compiled_mlp")
+    folder = folders["llama"]
+    prompts = make_prompts(4, vocab=49152, seed=7, max_len=30)
+    want = reference_tokens(folder, prompts, 12)
+    specs = [
+        SpeculativeParams(),
+        SpeculativeParams(method=SpecMethod.PROMPT_LOOKUP, draft_tokens=4),
+        SpeculativeParams(),
+        SpeculativeParams(method=SpecMethod.PROMPT_LOOKUP, draft_tokens=2),
+    ]
+    got = asyncio.run(run_engine(folder, prompts, 12, stagger=True, specs=specs))
+    assert got == want
+    assert "MLPs compiled" in caplog.text
