@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 
+from engine.compiled_mlp import uncompiled_mlps
 from engine.fused_projections import separate_projections
 from engine.kernels import (
     depthwise_conv_cuda,
@@ -29,9 +30,10 @@ def mlx_as_shipped(*, enabled: bool = True) -> Iterator[None]:
     for kernel in installed:
         kernel.uninstall()
     try:
-        # q/k/v and gate/up apart, as mlx-lm's model has them
+        # q/k/v and gate/up apart and MLPs uncompiled, as mlx-lm's model has them
         with separate_projections() if enabled else nullcontext():
-            yield
+            with uncompiled_mlps() if enabled else nullcontext():
+                yield
     finally:
         for kernel in installed:
             kernel.install(force=True)  # it was in place: put it back as it was

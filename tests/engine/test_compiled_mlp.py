@@ -12,7 +12,9 @@ import pytest
 from mlx.utils import tree_flatten
 from mlx_lm.models.cache import make_prompt_cache
 
-from engine.compiled_mlp import ENABLE_ENV, compile_mlps, is_compiled, set_compiled
+from engine import compiled_mlp
+from engine.compiled_mlp import DISABLE_ENV, ENABLE_ENV, compile_mlps, is_compiled, set_compiled
+from engine.kernels.as_shipped import mlx_as_shipped
 from engine.models import load_model
 from engine.requests import SpecMethod, SpeculativeParams
 from tests.engine.test_exactness import make_prompts, reference_tokens, run_engine
@@ -53,11 +55,26 @@ def switched_on():
     set_compiled(True)
 
 
-def test_off_unless_asked(folders, monkeypatch):
+def test_off_the_gpu_unless_asked(folders, monkeypatch):
     monkeypatch.delenv(ENABLE_ENV, raising=False)
+    monkeypatch.delenv(DISABLE_ENV, raising=False)
+    monkeypatch.setattr(compiled_mlp, "on_cuda", lambda: False)
     model = load_model(str(folders["llama"])).model
     assert compile_mlps(model) == 0
     assert not any(is_compiled(m) for _, m in model.named_modules())
+    monkeypatch.setenv(ENABLE_ENV, "1")
+    assert compile_mlps(model) == len(model.layers)
+
+
+def test_on_a_cuda_gpu_unless_turned_off(folders, monkeypatch):
+    monkeypatch.delenv(ENABLE_ENV, raising=False)
+    monkeypatch.setattr(compiled_mlp, "on_cuda", lambda: True)
+    monkeypatch.setenv(DISABLE_ENV, "1")
+    model = load_model(str(folders["llama"])).model
+    assert compile_mlps(model) == 0
+    monkeypatch.delenv(DISABLE_ENV)
+    assert compile_mlps(model) == len(model.layers)
+    assert compile_mlps(model) == 0  # wrapped once only
 
 
 @pytest.mark.parametrize("name", ["llama", "llama-4bit", "qwen2-bias", "gemma3"])
@@ -131,3 +148,18 @@ def test_engine_exact_with_compiled_mlps(folders, monkeypatch, caplog):
     got = asyncio.run(run_engine(folder, prompts, 12, stagger=True, specs=specs))
     assert got == want
     assert "MLPs compiled" in caplog.text
+
+
+def test_baselines_run_uncompiled(folders):
+    model = load_model(str(folders["llama"])).model
+    compile_mlps(model, force=True)
+    mlp = model.layers[0].mlp
+    calls = []
+    traced = mlp._tandem_compiled.fn
+    mlp._tandem_compiled.fn = lambda x: calls.append(x.shape) or traced(x)
+    x = mx.ones((1, 1, model.args.hidden_size))
+    with mlx_as_shipped():
+        mlp(x)
+    assert calls == []
+    mlp(x)  # and compiled again after
+    assert calls == [x.shape]
