@@ -13,8 +13,9 @@ linear projections (mlx-lm's, or Tandem's fused ones). Mixtures of experts route
 are left alone.
 
 On by default on a CUDA GPU: on an H100 it cut the host's work for the random 8B's 5-token
-forward from 3.5 to 2.9 ms and its logits stayed bit-equal; in the engine, alternated in one
-process, plain decoding ran 0.97-1.47x (median 1.05 over ten points) and every run was lossless
+forward from 3.5 to 2.9 ms with logits bit-equal; in the engine, alternated in one process, plain
+decoding at 1-16 rows ran 0.97-1.47x (median 1.06 over nine points, within this machine's noise
+except one chat: 1.04x and 1.06x with every run ahead), and every run was lossless
 (docs/benchmarks.md, twenty-first pass). Elsewhere it is opt-in (`TANDEM_COMPILED_MLP=1`): level
 on the 2-core CPU, not measured on Metal. `TANDEM_NO_COMPILED_MLP=1` turns it off everywhere.
 """

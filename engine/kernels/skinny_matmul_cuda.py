@@ -12,10 +12,10 @@ and cuBLAS's tensor cores win (matmul_check times up to 32 rows to find the line
 output layer) to it on CUDA and leaves every other call to MLX. Metal's MLX has matrix-vector
 kernels of its own for these shapes; this module changes nothing there.
 
-It is off unless `TANDEM_SKINNY_MATMUL=1`: it was written when no CUDA GPU could be lent, so its
-numbers and its speed are unchecked. `python -m engine.bench.matmul_check` checks both against
-MLX; once they hold, it becomes the default on CUDA (as the verify-attention kernel is). Turned
-on, it first checks itself against MLX on a few small cases and stays off where they differ.
+It is off unless `TANDEM_SKINNY_MATMUL=1`. On an H100 it won alone at 2-4 rows, but inside the
+random 8B's 5-token forward it was 4 ms slower than cuBLASLt even with its Python call compiled
+away (docs/benchmarks.md, twenty-first pass): it loses on the GPU, not the host. Turned on, it
+first checks itself against MLX on a few small cases and stays off where they differ.
 """
 
 from __future__ import annotations
