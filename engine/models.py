@@ -274,7 +274,7 @@ def open_model(
         raise ModelLoadError(f"Could not load {spec or DEFAULT_SPEC} ({path}): {exc}") from exc
     install_rope_guard(model)  # CUDA only: RoPE calls MLX would launch with too many threads
     fuse_projections(model)  # q/k/v and gate/up as one matmul each: fewer launches, same results
-    compile_mlps(model)  # opt-in: few-row MLP calls traced once, replayed (less host work)
+    compile_mlps(model)  # CUDA (opt-in elsewhere): few-row MLP calls traced once, replayed
     name = model_name(spec, path)
 
     def finish(model: nn.Module, tokenizer: Any) -> LoadedModel:
