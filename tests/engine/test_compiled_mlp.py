@@ -10,42 +10,23 @@ import logging
 import mlx.core as mx
 import pytest
 from mlx.utils import tree_flatten
-from mlx_lm.models.cache import make_prompt_cache
 
 from engine import compiled_mlp
 from engine.compiled_mlp import DISABLE_ENV, ENABLE_ENV, compile_mlps, is_compiled, set_compiled
 from engine.kernels.as_shipped import mlx_as_shipped
 from engine.models import load_model
 from engine.requests import SpecMethod, SpeculativeParams
+from tests.engine.layer_shapes_support import PROMPTS, decode_logits, make_layout_folders
 from tests.engine.test_exactness import make_prompts, reference_tokens, run_engine
-from tests.tiny_models import make_tiny_gemma3_dir, make_tiny_llama_dir, make_tiny_qwen3_next_dir
-
-PROMPTS = [[5, 9, 14, 3, 77, 120, 6, 8], [40, 41, 42, 43, 44, 45, 46, 47]]
 
 
 def _logits(model) -> list[mx.array]:
-    """A prefill of two rows, decode steps of width 1 and a verify-like forward of five."""
-    cache = make_prompt_cache(model)
-    out = [model(mx.array(PROMPTS), cache=cache)]
-    for _ in range(3):
-        out.append(model(mx.argmax(out[-1][:, -1:], axis=-1), cache=cache))
-    out.append(model(mx.array([p[:5] for p in PROMPTS]), cache=cache))
-    mx.eval(out)
-    return out
+    return decode_logits(model, PROMPTS, steps=3)
 
 
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory):
-    root = tmp_path_factory.mktemp("compiled_mlp")
-    return {
-        "llama": make_tiny_llama_dir(root / "llama", tie_word_embeddings=False),
-        "llama-4bit": make_tiny_llama_dir(root / "llama4", quantize_bits=4),
-        "qwen2-bias": make_tiny_llama_dir(
-            root / "qwen2", model_type="qwen2", tie_word_embeddings=False
-        ),
-        "gemma3": make_tiny_gemma3_dir(root / "gemma3"),
-        "qwen3_next": make_tiny_qwen3_next_dir(root / "qwen3_next"),
-    }
+    return make_layout_folders(tmp_path_factory.mktemp("compiled_mlp"))
 
 
 @pytest.fixture(autouse=True)

@@ -10,7 +10,6 @@ import mlx.nn as nn
 import pytest
 from mlx.utils import tree_flatten
 from mlx_lm import load as mlx_load
-from mlx_lm.models.cache import make_prompt_cache
 from mlx_lm.utils import get_total_parameters
 
 from engine.fused_projections import (
@@ -23,42 +22,15 @@ from engine.fused_projections import (
 )
 from engine.kernels.as_shipped import mlx_as_shipped
 from engine.models import load_model
-from tests.tiny_models import (
-    make_tiny_gemma3_dir,
-    make_tiny_llama_dir,
-    make_tiny_qwen3_next_dir,
-    tiny_llama,
-)
+from tests.engine.layer_shapes_support import PROMPTS, decode_logits, make_layout_folders
+from tests.tiny_models import tiny_llama
 
 ROUNDING = dict(rtol=1e-4, atol=1e-4)  # float32 sums in another order, through a few layers
-
-PROMPTS = [[5, 9, 14, 3, 77, 120, 6, 8], [40, 41, 42, 43, 44, 45, 46, 47]]
-
-
-def _decode_logits(model, prompts: list[list[int]], steps: int = 4) -> list[mx.array]:
-    """A prefill of both rows, then greedy decode steps (width 1) and one verify-like forward
-    of five tokens: every shape a batch meets."""
-    cache = make_prompt_cache(model)
-    out = [model(mx.array(prompts), cache=cache)]
-    for _ in range(steps):
-        out.append(model(mx.argmax(out[-1][:, -1:], axis=-1), cache=cache))
-    out.append(model(mx.array([p[:5] for p in prompts]), cache=cache))
-    mx.eval(out)
-    return out
 
 
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory):
-    root = tmp_path_factory.mktemp("fused")
-    return {
-        "llama": make_tiny_llama_dir(root / "llama", tie_word_embeddings=False),
-        "llama-4bit": make_tiny_llama_dir(root / "llama4", quantize_bits=4),
-        "qwen2-bias": make_tiny_llama_dir(
-            root / "qwen2", model_type="qwen2", tie_word_embeddings=False
-        ),
-        "gemma3": make_tiny_gemma3_dir(root / "gemma3"),
-        "qwen3_next": make_tiny_qwen3_next_dir(root / "qwen3_next"),
-    }
+    return make_layout_folders(tmp_path_factory.mktemp("fused"))
 
 
 def _same(want: list[mx.array], got: list[mx.array]) -> bool:
@@ -76,8 +48,8 @@ def test_fused_logits_match_mlx_lm(folders, name):
     loaded = load_model(str(folders[name]))
     groups = fused_groups(loaded.model)
     assert groups and all(g.sharing for g in groups)
-    want = _decode_logits(reference, PROMPTS)
-    got = _decode_logits(loaded.model, PROMPTS)
+    want = decode_logits(reference, PROMPTS)
+    got = decode_logits(loaded.model, PROMPTS)
     assert _same(want, got)
     assert all(g.sharing for g in groups)  # every sibling read the one product
 
@@ -143,7 +115,7 @@ def test_a_part_called_twice_on_one_input_computes_again():
 
 def test_separate_projections_compute_each_sibling_alone(folders):
     model = load_model(str(folders["llama"])).model
-    fused = _decode_logits(model, PROMPTS)
+    fused = decode_logits(model, PROMPTS)
     calls = []
     original = FusedProjection._multiply
 
@@ -154,7 +126,7 @@ def test_separate_projections_compute_each_sibling_alone(folders):
     FusedProjection._multiply = counting
     try:
         with separate_projections():
-            apart = _decode_logits(model, PROMPTS, steps=1)
+            apart = decode_logits(model, PROMPTS, steps=1)
         with mlx_as_shipped():  # the benchmarks' baselines: apart as well
             model(mx.array(PROMPTS))
     finally:
@@ -216,4 +188,4 @@ def test_a_mixed_precision_group_fuses_its_alike_members_only():
     assert isinstance(attention.k_proj, ProjectionPart)
     assert isinstance(attention.v_proj, nn.QuantizedLinear) and attention.v_proj.bits == 8
     prompts = [[p % 256 for p in prompt] for prompt in PROMPTS]
-    assert _same(_decode_logits(reference, prompts), _decode_logits(model, prompts))
+    assert _same(decode_logits(reference, prompts), decode_logits(model, prompts))
