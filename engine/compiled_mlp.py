@@ -66,7 +66,13 @@ class CompiledCall:
 
     def __call__(self, x: mx.array, *args: Any, **kwargs: Any) -> mx.array:
         state = self._tandem_compiled
-        if args or kwargs or state.failed or not _switch["on"] or x.size > state.max_cells(x):
+        if (
+            args
+            or kwargs
+            or state.failed
+            or not _switch["on"]
+            or x.size > state.max_rows * x.shape[-1]
+        ):
             return super().__call__(x, *args, **kwargs)
         try:
             return state.fn(x)
@@ -83,9 +89,6 @@ class _Compiled:
         self.fn = fn
         self.max_rows = max_rows
         self.failed = False
-
-    def max_cells(self, x: mx.array) -> int:
-        return self.max_rows * x.shape[-1]
 
 
 _classes: dict[type, type] = {}
@@ -111,10 +114,14 @@ def wanted() -> bool:
 
 
 def is_dense_mlp(module: nn.Module) -> bool:
-    """Only linear projections below it, at least two (an MLP, not a lone projection)."""
-    children = module.children()
-    kinds = [v for v in children.values() if not isinstance(v, (dict, list)) or v]
-    return len(kinds) >= 2 and all(isinstance(v, LINEAR_KINDS) for v in kinds)
+    """At least two child modules, all linear projections, and no lists or dicts of modules (an
+    MLP, not a lone projection or a mixture of experts)."""
+    children = list(module.children().values())
+    modules = [v for v in children if isinstance(v, nn.Module)]
+    nested = [v for v in children if not isinstance(v, nn.Module)]
+    return (
+        len(modules) >= 2 and not any(nested) and all(isinstance(v, LINEAR_KINDS) for v in modules)
+    )
 
 
 def compile_mlps(model: nn.Module, *, max_rows: int = DEFAULT_MAX_ROWS, force: bool = False) -> int:

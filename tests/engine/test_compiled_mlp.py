@@ -20,10 +20,6 @@ from tests.engine.layer_shapes_support import PROMPTS, decode_logits, make_layou
 from tests.engine.test_exactness import make_prompts, reference_tokens, run_engine
 
 
-def _logits(model) -> list[mx.array]:
-    return decode_logits(model, PROMPTS, steps=3)
-
-
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory):
     return make_layout_folders(tmp_path_factory.mktemp("compiled_mlp"))
@@ -67,9 +63,9 @@ def test_same_logits_bit_for_bit(folders, name):
     assert after.keys() == before.keys()  # names unchanged: loading and copying weights work
     assert all(after[k] is before[k] for k in before)
     set_compiled(False)
-    plain = _logits(model)
+    plain = decode_logits(model, PROMPTS)
     set_compiled(True)
-    compiled = _logits(model)
+    compiled = decode_logits(model, PROMPTS)
     for a, b in zip(plain, compiled, strict=True):
         assert mx.array_equal(a, b).item()
 
