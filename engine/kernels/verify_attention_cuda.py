@@ -45,6 +45,11 @@ DEFAULT_MAX_GROUPED_BYTES = 96_000_000
 # ...but a one-query call through `mx.fast.cuda_kernel` costs the host more than MLX's own ops:
 # at the engine's plain step MLX won on an H100 in six pairs of six where the kernel won on the
 # H200; the engine can time both per batch size (engine/core/decode_attention_choice.py)
+# "causal" calls of this many queries or more take the kernel: MLX's CUDA backend sends them to
+# cuDNN, and the random 8B's one-row 5-token forward took 14.0 ms there against 11.2 for five
+# one-token rows (H100, docs/benchmarks.md, twenty-second pass)
+MIN_CAUSAL_QUERIES = 4
+DEFAULT_CAUSAL_MASKS_KEPT = 8
 HEAD_DIMS = (64, 96, 128, 256)  # a whole number of floats per lane
 WARPS = 8
 # Query heads a block computes where they share a key head: on an H100 four a block beat eight
@@ -58,6 +63,10 @@ FLOATS = (mx.float32, mx.float16, mx.bfloat16)
 
 SdpaFn = Callable[..., mx.array]
 _kernels: dict[bool, Any] = {}  # grouped or not: MLX's compiled kernel objects
+_causal = {"on": True}  # whether "causal" calls of a few queries take the kernel (`causal_calls`)
+_causal_masks: dict[
+    tuple[int, int], mx.array
+] = {}  # (queries, keys): one forward's layers share it
 _one_query = {"on": True}  # whether one-query calls may take the kernel (`one_query_calls`)
 _grouping = {"on": False}  # whether blocks compute groups of heads (GROUPED_ENV, at install)
 
@@ -70,6 +79,30 @@ def one_query_calls(on: bool) -> Iterator[None]:
         yield
     finally:
         _one_query["on"] = before
+
+
+@contextmanager
+def causal_calls(on: bool) -> Iterator[None]:
+    """Within this block, calls with mask "causal" may take the kernel (`on`) or stay with MLX."""
+    before, _causal["on"] = _causal["on"], on
+    try:
+        yield
+    finally:
+        _causal["on"] = before
+
+
+def causal_mask(queries: int, keys: int) -> mx.array | None:
+    """The boolean mask [1, 1, queries, keys] MLX's "causal" means (the queries are the last
+    positions), for calls of MIN_CAUSAL_QUERIES to MAX_QUERIES queries; else None."""
+    if not _causal["on"] or not MIN_CAUSAL_QUERIES <= queries <= min(MAX_QUERIES, keys):
+        return None
+    mask = _causal_masks.get((queries, keys))
+    if mask is None:
+        if len(_causal_masks) >= DEFAULT_CAUSAL_MASKS_KEPT:
+            _causal_masks.clear()
+        ends = mx.arange(keys - queries, keys)[:, None]
+        mask = _causal_masks[(queries, keys)] = (mx.arange(keys)[None] <= ends)[None, None]
+    return mask
 
 
 def kernel_source(*, heads: int = 1) -> str:
@@ -166,9 +199,14 @@ def make_sdpa(original: SdpaFn) -> SdpaFn:
     `takes` on a CUDA GPU, else `original`."""
 
     def scaled_dot_product_attention(q, k, v, *args, scale, mask=None, sinks=None, **kwargs):
-        if args or kwargs or not on_cuda() or not takes(q, k, v, mask, sinks):
-            return original(q, k, v, *args, scale=scale, mask=mask, sinks=sinks, **kwargs)
-        return verify_attention(q, k, v, scale=scale, mask=mask)
+        if not args and not kwargs and on_cuda():
+            if isinstance(mask, str):  # rows of equal length verify under "causal": cuDNN in MLX
+                ours = causal_mask(q.shape[2], k.shape[2]) if mask == "causal" else None
+                if ours is not None and takes(q, k, v, ours, sinks):
+                    return verify_attention(q, k, v, scale=scale, mask=ours)
+            elif takes(q, k, v, mask, sinks):
+                return verify_attention(q, k, v, scale=scale, mask=mask)
+        return original(q, k, v, *args, scale=scale, mask=mask, sinks=sinks, **kwargs)
 
     scaled_dot_product_attention.tandem_verify_attention = True  # type: ignore[attr-defined]
     scaled_dot_product_attention.__wrapped__ = original  # type: ignore[attr-defined]

@@ -164,3 +164,41 @@ def test_the_kernel_source_names_what_mlx_passes_it():
     source = vac.kernel_source()
     for name in ("q_shape", "k_shape", "mask_shape", "scale[0]", "out +", "__shfl_xor_sync"):
         assert name in source
+
+
+@pytest.mark.parametrize("n,keys", [(4, 4), (5, 64), (17, 100), (32, 40)])
+def test_the_causal_mask_means_what_mlx_means_by_causal(n, keys):
+    """The last `n` positions, each seeing itself and every key before it: MLX's "causal" with
+    fewer queries than keys, the same numbers on the CPU."""
+    q, k, v, _ = tensors(n=n, keys=keys, dtype=mx.float32)
+    mask = vac.causal_mask(n, keys)
+    assert mask.shape == (1, 1, n, keys) and mask.dtype == mx.bool_
+    assert mask[0, 0].sum(axis=1).tolist() == list(range(keys - n + 1, keys + 1))
+    ours = mx.fast.scaled_dot_product_attention(q, k, v, scale=0.125, mask=mask)
+    mlx = mx.fast.scaled_dot_product_attention(q, k, v, scale=0.125, mask="causal")
+    assert mx.allclose(ours, mlx, atol=1e-5)
+
+
+def test_causal_calls_of_few_queries_only():
+    assert vac.causal_mask(vac.MIN_CAUSAL_QUERIES - 1, 64) is None  # MLX's fused kernel
+    assert vac.causal_mask(vac.MAX_QUERIES + 1, 64) is None  # a prompt's prefill: cuDNN
+    assert vac.causal_mask(6, 5) is None  # more queries than keys
+    with vac.causal_calls(False):
+        assert vac.causal_mask(5, 64) is None
+    assert vac.causal_mask(5, 64) is vac.causal_mask(5, 64)  # one forward's layers share it
+
+
+def test_the_wrapper_sends_a_causal_verify_call_to_the_kernel(monkeypatch):
+    """Rows of equal length (one chat) verify under mask "causal", which MLX's CUDA backend
+    sends to cuDNN: on a GPU the wrapper gives the kernel the same mask as an array."""
+    q, k, v, _ = tensors(n=5, keys=64, dtype=mx.float16)
+    seen = []
+    monkeypatch.setattr(vac, "on_cuda", lambda: True)
+    monkeypatch.setattr(vac, "verify_attention", lambda q, k, v, *, scale, mask: seen.append(mask))
+    sdpa = vac.make_sdpa(lambda *a, **kw: "mlx")
+    sdpa(q, k, v, scale=0.125, mask="causal")
+    assert len(seen) == 1 and mx.array_equal(seen[0], vac.causal_mask(5, 64)).item()
+    assert sdpa(q[:, :, :3], k, v, scale=0.125, mask="causal") == "mlx"  # MLX's fused kernel
+    with vac.causal_calls(False):
+        assert sdpa(q, k, v, scale=0.125, mask="causal") == "mlx"
+    assert sdpa(q, k, v, scale=0.125, mask=None) == "mlx"
