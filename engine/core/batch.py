@@ -31,6 +31,7 @@ from engine.cache.cache_list import cache_arrays, leaves
 from engine.cache.kv_quant import KVQuant, extend_layer, quantize_batch_cache
 from engine.cache.ragged import RaggedBatchKVCache
 from engine.cache.recurrent import RecurrentSnapshot, has_recurrent, is_recurrent, set_lengths
+from engine.core.early_launch import launching_early
 from engine.core.packed_forward import Part, packed_forward
 from engine.core.request_state import RequestState
 from engine.hidden import split_forward
@@ -328,6 +329,7 @@ class DecodeBatch:
         self._verify = Verify(x, drafts, logits, snapshot, starts, hidden, capture)
         return self._verify
 
+    @launching_early  # the first layers run while the host builds the rest
     def _forward(
         self, tokens: mx.array, riders: list[Part] | None = None, rider_hidden: bool = False
     ) -> tuple[mx.array | None, mx.array]:

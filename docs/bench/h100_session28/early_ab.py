@@ -9,6 +9,8 @@ import os
 import statistics
 import sys
 
+os.environ["TANDEM_EARLY_LAUNCH"] = "1"  # opt-in; switched off and on with set_early_launch
+
 
 import engine  # noqa: E402,F401
 from engine.api import Engine, EngineConfig  # noqa: E402
