@@ -46,8 +46,9 @@ DEFAULT_MAX_GROUPED_BYTES = 96_000_000
 # at the engine's plain step MLX won on an H100 in six pairs of six where the kernel won on the
 # H200; the engine can time both per batch size (engine/core/decode_attention_choice.py)
 # "causal" calls of this many queries or more take the kernel: MLX's CUDA backend sends them to
-# cuDNN, and the random 8B's one-row 5-token forward took 14.0 ms there against 11.2 for five
-# one-token rows (H100, docs/benchmarks.md, twenty-second pass)
+# cuDNN (the 8B's 32 calls at 5 queries and 512 keys: 2.30 ms there, 0.71 in the kernel; its
+# one-row 5-token forward 14.0 ms against 11.2 for five one-token rows; H100, docs/benchmarks.md,
+# twenty-second pass)
 MIN_CAUSAL_QUERIES = 4
 DEFAULT_CAUSAL_MASKS_KEPT = 8
 HEAD_DIMS = (64, 96, 128, 256)  # a whole number of floats per lane
@@ -64,9 +65,8 @@ FLOATS = (mx.float32, mx.float16, mx.bfloat16)
 SdpaFn = Callable[..., mx.array]
 _kernels: dict[bool, Any] = {}  # grouped or not: MLX's compiled kernel objects
 _causal = {"on": True}  # whether "causal" calls of a few queries take the kernel (`causal_calls`)
-_causal_masks: dict[
-    tuple[int, int], mx.array
-] = {}  # (queries, keys): one forward's layers share it
+# by (queries, keys): the layers of one forward share one mask
+_causal_masks: dict[tuple[int, int], mx.array] = {}
 _one_query = {"on": True}  # whether one-query calls may take the kernel (`one_query_calls`)
 _grouping = {"on": False}  # whether blocks compute groups of heads (GROUPED_ENV, at install)
 
@@ -200,7 +200,7 @@ def make_sdpa(original: SdpaFn) -> SdpaFn:
 
     def scaled_dot_product_attention(q, k, v, *args, scale, mask=None, sinks=None, **kwargs):
         if not args and not kwargs and on_cuda():
-            if isinstance(mask, str):  # rows of equal length verify under "causal": cuDNN in MLX
+            if isinstance(mask, str):  # mlx-lm's caches pass "causal": cuDNN in MLX from 4 queries
                 ours = causal_mask(q.shape[2], k.shape[2]) if mask == "causal" else None
                 if ours is not None and takes(q, k, v, ours, sinks):
                     return verify_attention(q, k, v, scale=scale, mask=ours)

@@ -189,8 +189,8 @@ def test_causal_calls_of_few_queries_only():
 
 
 def test_the_wrapper_sends_a_causal_verify_call_to_the_kernel(monkeypatch):
-    """Rows of equal length (one chat) verify under mask "causal", which MLX's CUDA backend
-    sends to cuDNN: on a GPU the wrapper gives the kernel the same mask as an array."""
+    """mlx-lm's caches pass mask "causal" for several queries, which MLX's CUDA backend sends to
+    cuDNN from four on: on a GPU the wrapper gives the kernel the same mask as an array."""
     q, k, v, _ = tensors(n=5, keys=64, dtype=mx.float16)
     seen = []
     monkeypatch.setattr(vac, "on_cuda", lambda: True)
