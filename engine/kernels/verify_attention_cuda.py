@@ -13,8 +13,9 @@ keys, and keep an online softmax in float32, as MLX's vector kernel does; where 
 share a key head (grouped-query attention), one block can compute up to four of them and read
 each key once for them all (engine/kernels/verify_attention_source.py; opt-in with
 TANDEM_GROUPED_ATTENTION=1, as it was not faster in the engine). `install()` routes
-eligible `mx.fast.scaled_dot_product_attention` calls to it on CUDA and leaves every other call
-to MLX.
+eligible `mx.fast.scaled_dot_product_attention` calls to it on CUDA, "causal" calls of 4-32
+queries included (mlx-lm's own caches pass that; MLX sends them to cuDNN), and leaves every
+other call to MLX.
 """
 
 from __future__ import annotations
