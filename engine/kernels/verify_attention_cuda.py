@@ -21,7 +21,7 @@ other call to MLX.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 import mlx.core as mx
@@ -73,23 +73,22 @@ _grouping = {"on": False}  # whether blocks compute groups of heads (GROUPED_ENV
 
 
 @contextmanager
-def one_query_calls(on: bool) -> Iterator[None]:
+def _switched(switch: dict[str, bool], on: bool) -> Iterator[None]:
+    before, switch["on"] = switch["on"], on
+    try:
+        yield
+    finally:
+        switch["on"] = before
+
+
+def one_query_calls(on: bool) -> AbstractContextManager[None]:
     """Within this block, one-query calls take the kernel (`on`) or stay with MLX."""
-    before, _one_query["on"] = _one_query["on"], on
-    try:
-        yield
-    finally:
-        _one_query["on"] = before
+    return _switched(_one_query, on)
 
 
-@contextmanager
-def causal_calls(on: bool) -> Iterator[None]:
+def causal_calls(on: bool) -> AbstractContextManager[None]:
     """Within this block, calls with mask "causal" may take the kernel (`on`) or stay with MLX."""
-    before, _causal["on"] = _causal["on"], on
-    try:
-        yield
-    finally:
-        _causal["on"] = before
+    return _switched(_causal, on)
 
 
 def causal_mask(queries: int, keys: int) -> mx.array | None:
