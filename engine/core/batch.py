@@ -19,7 +19,6 @@ alone (one copy each way).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import mlx.core as mx
@@ -34,23 +33,11 @@ from engine.cache.recurrent import RecurrentSnapshot, has_recurrent, is_recurren
 from engine.core.early_launch import launching_early
 from engine.core.packed_forward import Part, packed_forward
 from engine.core.request_state import RequestState
+from engine.core.verify_forward import Verify
 from engine.hidden import split_forward
 from engine.requests import SpecMethod
 from engine.sampling import sample_positions, sample_rows
 from engine.speculative.rollback import rollback_rows
-
-
-@dataclass
-class Verify:
-    """A verify forward in flight (DecodeBatch.verify_launch)."""
-
-    x: list[list[int]]  # per row: replayed tokens, the pending token, the draft (unpadded)
-    drafts: list[list[int]]
-    logits: mx.array
-    snapshot: RecurrentSnapshot | None  # recurrent state from before the forward
-    starts: list[int]  # each row's position of x[i][0]
-    hidden: mx.array | None = None  # [B, width, d] when hidden states were wanted
-    capture: recurrent_capture.ForwardCapture | None = None  # what the recurrent layers were fed
 
 
 class DecodeBatch:

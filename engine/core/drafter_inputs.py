@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.core.batch import Verify
 from engine.core.hidden_rows import HiddenRows
 from engine.core.request_state import RequestState
+from engine.core.verify_forward import Verify
 from engine.speculative.drafter import Drafter
 from engine.speculative.policy import possible_drafters
 
