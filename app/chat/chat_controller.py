@@ -285,7 +285,7 @@ class ChatController(QObject):
             stream.ended.connect(lambda _r, _e: self.closed.emit())
             stream.stop()
         else:
-            QTimer.singleShot(0, self.closed.emit)
+            QTimer.singleShot(0, self, self.closed.emit)
 
     async def shutdown(self) -> None:
         """Stop any reply and wait until its text is stored."""

@@ -4,7 +4,7 @@ send now, cancel)."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QSize, Qt, QTimer, Signal
+from PySide6.QtCore import QEvent, Qt, QTimer, Signal
 from PySide6.QtGui import QFont, QGuiApplication
 from PySide6.QtWidgets import (
     QFrame,
@@ -14,9 +14,9 @@ from PySide6.QtWidgets import (
     QSizePolicy,
     QToolButton,
     QVBoxLayout,
-    QWidget,
 )
 
+from app.chat.message_actions import DEFAULT_SPACING, MessageActions
 from app.chat.message_body import MessageBody, make_options
 from app.chat.message_editor import MessageEditor
 from app.chat.version_switcher import VersionSwitcher
@@ -35,14 +35,6 @@ STATUS_TEXT = {
 }
 CUT_TEXT = "cut at max tokens"
 COPIED_FEEDBACK_MS = 1200
-
-
-class _ActionBar(QWidget):
-    """A message's action buttons; they ask for no width, so they never widen the column
-    (`MessageBubble._place_actions` gives them a line of their own when squeezed)."""
-
-    def minimumSizeHint(self) -> QSize:  # noqa: N802 - Qt's name
-        return QSize(0, super().minimumSizeHint().height())
 
 
 class MessageBubble(QFrame):
@@ -75,6 +67,8 @@ class MessageBubble(QFrame):
         self.versions.stepRequested.connect(self.versionRequested)
         self.status_badge = QLabel()
         self.status_badge.setObjectName("StatusBadge")
+        for label in (self.role_label, self.status_badge):  # the stats, not they, take the room
+            label.setSizePolicy(QSizePolicy.Policy.Maximum, QSizePolicy.Policy.Fixed)
         self.meta_label = ElidedLabel()  # shortened before the header outgrows the column
         self.meta_label.setObjectName("MetaLabel")
         self.meta_label.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
@@ -97,28 +91,34 @@ class MessageBubble(QFrame):
         )
         self.more_button = self._more_menu()
 
-        self.actions = _ActionBar()  # on the header's line, or on a line of its own when narrow
-        actions = QHBoxLayout(self.actions)
-        actions.setContentsMargins(0, 0, 0, 0)
-        actions.setSpacing(6)
-        actions.addStretch(1)
-        for button in (
-            self.continue_button,
-            self.send_now_button,
-            self.cancel_button,
-            self.copy_button,
-            self.edit_button,
-            self.regenerate_button,
+        self.actions = MessageActions(  # on the header's line, or on a line of its own
+            [
+                self.continue_button,
+                self.send_now_button,
+                self.cancel_button,
+                self.copy_button,
+                self.edit_button,
+                self.regenerate_button,
+            ],
             self.more_button,
-        ):
-            actions.addWidget(button)
+            overflow_order=[
+                self.edit_button,
+                self.regenerate_button,
+                self.copy_button,
+                self.cancel_button,
+                self.continue_button,
+                self.send_now_button,
+            ],
+            on_hint_change=self._place_actions,
+        )
         header = self._header = QHBoxLayout()
         header.setContentsMargins(0, 0, 0, 0)
-        header.setSpacing(6)
+        header.setSpacing(DEFAULT_SPACING)
         header.addWidget(self.role_label)
         header.addWidget(self.versions)
         header.addWidget(self.status_badge)
         header.addWidget(self.meta_label, 1)
+        header.addStretch(0)  # keeps who wrote it and the badges on the left when no stats
         header.addWidget(self.actions)
         self._actions_line = QHBoxLayout()
         self._actions_line.setContentsMargins(0, 0, 0, 0)
@@ -196,18 +196,31 @@ class MessageBubble(QFrame):
         super().resizeEvent(event)
         self._place_actions()
 
+    def event(self, event) -> bool:
+        if event.type() == QEvent.Type.LayoutRequest:  # a part of the header changed its size
+            self._place_actions()
+        return super().event(event)
+
     def _place_actions(self) -> None:
-        """The actions share the header's line while it has room for them next to who wrote
-        the message and its badges (the stats shorten first), else take a line of their own:
-        they never make the message wider than its column."""
+        """The actions share the header's line while it has room for all of them next to who
+        wrote the message and its badges (the stats shorten first), else take a line of their
+        own, where those that still do not fit fold into the "⋯" menu: they never make the
+        message wider than its column, and no button is ever squeezed."""
         left, _, right, _ = self.layout().getContentsMargins()
+        room = self.contentsRect().width() - left - right
         fixed = [w for w in (self.role_label, self.versions, self.status_badge) if not w.isHidden()]
-        need = sum(w.sizeHint().width() for w in fixed) + self.actions.sizeHint().width()
-        fits = need + 6 * len(fixed) <= self.width() - left - right
+        gaps = len(fixed) + (0 if self.meta_label.isHidden() else 1)
+        need = sum(w.sizeHint().width() for w in fixed) + DEFAULT_SPACING * gaps
+        fits = need + self.actions.full_width() <= room
+        self.actions.fit(room)
         if fits == (self._header.indexOf(self.actions) >= 0):
             return
         (self._actions_line if fits else self._header).removeWidget(self.actions)
         (self._header if fits else self._actions_line).addWidget(self.actions)
+
+    def offers(self, button: QToolButton) -> bool:
+        """Whether this message offers the button's action (as a button or in its menu)."""
+        return self.actions.offers(button)
 
     def _action(self, text: str, tip: str, slot) -> QToolButton:
         button = QToolButton()
@@ -235,7 +248,9 @@ class MessageBubble(QFrame):
     def _copy(self) -> None:
         QGuiApplication.clipboard().setText(self._message.content)
         self.copy_button.setText("Copied")
-        QTimer.singleShot(COPIED_FEEDBACK_MS, lambda: self.copy_button.setText("Copy"))
+        QTimer.singleShot(
+            COPIED_FEEDBACK_MS, self.copy_button, lambda: self.copy_button.setText("Copy")
+        )
 
     def _refresh(self) -> None:
         message = self._message
@@ -279,15 +294,19 @@ class MessageBubble(QFrame):
         index, count = message.version
         self.versions.set_version(index, count, enabled=not self._busy)
         self.copy_button.setEnabled(bool(message.content))
-        self.copy_button.setVisible(not editing)
-        self.edit_button.setVisible(sent and message.role is Role.USER and not editing)
         self.edit_button.setEnabled(not self._busy)
-        self.regenerate_button.setVisible(self._can_regenerate and not generating)
         self.regenerate_button.setEnabled(not self._busy)
-        self.continue_button.setVisible(self._can_continue and not self._busy)
-        self.send_now_button.setVisible(queued and not self._busy)
-        self.cancel_button.setVisible(queued)
-        self.more_button.setVisible(sent and not generating and not editing)
+        self.actions.set_wanted(
+            {
+                self.copy_button: not editing,
+                self.edit_button: sent and message.role is Role.USER and not editing,
+                self.regenerate_button: self._can_regenerate and not generating,
+                self.continue_button: self._can_continue and not self._busy,
+                self.send_now_button: queued and not self._busy,
+                self.cancel_button: queued,
+                self.more_button: sent and not generating and not editing,
+            }
+        )
         self.fork_action.setEnabled(not generating)
         self.delete_action.setEnabled(not self._busy)
         self._place_actions()

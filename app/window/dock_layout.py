@@ -115,7 +115,7 @@ class DockLayout(QObject):
             if event.type() == QEvent.Type.Resize:
                 self._apply_width()
             elif event.type() == QEvent.Type.Show and not self.validated:
-                QTimer.singleShot(0, self.validate)  # once laid out at its real size
+                QTimer.singleShot(0, self, self.validate)  # once laid out at its real size
         return super().eventFilter(watched, event)
 
     def _apply_width(self) -> None:

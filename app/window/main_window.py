@@ -116,9 +116,9 @@ class MainWindow(QMainWindow):
         self.menu_actions = build_menus(self)
         self._connect()
         self.chats.set_highlight_drafts(self.panel.highlight.isChecked())
-        QTimer.singleShot(0, self.settings.refresh_models)
+        QTimer.singleShot(0, self, self.settings.refresh_models)
         if self.remote_servers.servers():
-            QTimer.singleShot(0, self.remote_servers.refresh)
+            QTimer.singleShot(0, self, self.remote_servers.refresh)
 
         if restore:
             self._restore()
