@@ -149,9 +149,11 @@ class PrefillPacer:
         if not decoding:  # a prompt alone: its whole cost is the prompt's
             if prefill_tokens > 0:
                 self.costs.remember(prefill_tokens, seconds)
-                if self.others_decoding and self.others_decode_s is not None:
-                    # another model's chats wait through this step: paced by their decode step
-                    self._resize(prefill_tokens, seconds, self._wanted(self.others_decode_s))
+                if paced and self.others_decoding and self.others_decode_s is not None:
+                    # another model's chats wait through this step: paced by their decode
+                    # step, one-offs priced at the median as beside this model's own rows
+                    usual = self.costs.usual(prefill_tokens, seconds)
+                    self._resize(prefill_tokens, usual, self._wanted(self.others_decode_s))
             return
         if prefill_tokens == 0:
             self.decode_times.append(seconds)

@@ -211,3 +211,26 @@ def test_one_stall_among_a_sizes_steps_does_not_halve_the_chunk():
     # a size whose cost really rose moves the budget once it is most of its latest steps
     dearer = _cuda_steps(pacer, lambda n: 4 * usual(n), steps=6)
     assert min(dearer) < 256, dearer
+
+
+def test_one_stall_beside_another_models_rows_does_not_halve_the_chunk():
+    """The same as above where only another model's chats wait (its prompt processed alone):
+    that path resized from the raw seconds, so each stall there halved the budget (two of them
+    three steps apart took the prompt down to 128-token steps)."""
+    pacer = PrefillPacer(max_chunk=2048, pow2=True)
+    pacer.others_decoding, pacer.others_decode_s = True, 0.010
+    usual = lambda n: 0.003 + n * 5.5e-5  # noqa: E731
+    taken, budgets = [], []
+    for stall in [1] * 20 + [4, 1, 4] + [1] * 3:
+        n, _ = pacer.fit(pacer.budget(paced=True), paced=True)
+        taken.append(n)
+        pacer.observe(stall * usual(n), prefill_tokens=n, decoding=False)
+        budgets.append(pacer.chunk)
+    assert taken[19:] == [256] * 7, taken
+    assert len(set(budgets[19:])) == 1, budgets  # not halved, not regrowing
+    dearer = []  # a size whose cost really rose still moves the budget
+    for _ in range(6):
+        n, _ = pacer.fit(pacer.budget(paced=True), paced=True)
+        dearer.append(n)
+        pacer.observe(4 * usual(n), prefill_tokens=n, decoding=False)
+    assert min(dearer) < 256, dearer
