@@ -218,10 +218,6 @@ class MessageBubble(QFrame):
         (self._actions_line if fits else self._header).removeWidget(self.actions)
         (self._header if fits else self._actions_line).addWidget(self.actions)
 
-    def offers(self, button: QToolButton) -> bool:
-        """Whether this message offers the button's action (as a button or in its menu)."""
-        return self.actions.offers(button)
-
     def _action(self, text: str, tip: str, slot) -> QToolButton:
         button = QToolButton()
         button.setObjectName("MessageAction")

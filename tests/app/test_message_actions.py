@@ -50,7 +50,7 @@ def _problems(bubble: MessageBubble) -> list[str]:
                 problems.append(f"{button.text()} squeezed to {button.width()} px")
             if button.mapTo(bubble, button.rect().topRight()).x() > edge:
                 problems.append(f"{button.text()} past the edge")
-        elif bubble.offers(button) and button not in bubble.actions.folded():
+        elif bubble.actions.offers(button) and button not in bubble.actions.folded():
             problems.append(f"{button.text()} offered but out of reach")
     for button in bubble.actions.folded():
         entry = _entry(bubble, button)
