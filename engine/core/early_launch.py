@@ -10,8 +10,12 @@ builds the next ones. The same ops on the same arrays: the numbers do not change
 
 Only the batch's own forwards do this (`DecodeBatch._forward`, through `launching_early`); the
 benchmark's baselines and every other caller of the model run it as mlx-lm does. Opt-in
-(`TANDEM_EARLY_LAUNCH=1`) until a GPU measures it: no device machine came for it in the session
-that built it, and on the 2-core CPU it was level (docs/benchmarks.md, twenty-second pass).
+(`TANDEM_EARLY_LAUNCH=1`): it does not pay on CUDA. On an H200 each `async_eval` in mid-build
+added 0.4-3.3 ms to the host's build (the kernel launches of the layers before it happen there),
+so a bare 5-token forward of the random 8B took longer at every launch interval (9.4-10.2 ms
+against 9.1), and the engine, alternated in one process, read 0.98x plain and
+0.96x synthetic at one chat, 0.90x / 0.92x at four (docs/benchmarks.md, twenty-fourth pass); on
+the 2-core CPU it was level (twenty-second pass); Metal is not measured.
 `TANDEM_NO_EARLY_LAUNCH=1` turns it off where it is on.
 """
 
@@ -29,7 +33,7 @@ from engine.kernels.switch import is_set
 
 ENABLE_ENV = "TANDEM_EARLY_LAUNCH"
 DISABLE_ENV = "TANDEM_NO_EARLY_LAUNCH"
-DEFAULT_LAYERS_PER_LAUNCH = 8  # an async_eval costs the host little; a launch per 8 layers
+DEFAULT_LAYERS_PER_LAUNCH = 8  # a launch per 8 layers (each async_eval costs the host)
 _state = {"on": True, "active": False}  # the switch (A/B runs), and inside a batch forward
 _MARK = "_tandem_early_launch"  # on the model: how many layers launch early (0: none)
 
