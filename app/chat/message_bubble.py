@@ -91,7 +91,7 @@ class MessageBubble(QFrame):
         )
         self.more_button = self._more_menu()
 
-        self.actions = MessageActions(  # on the header's line, or on a line of its own
+        self.action_row = MessageActions(  # on the header's line, or on a line of its own
             [
                 self.continue_button,
                 self.send_now_button,
@@ -119,7 +119,7 @@ class MessageBubble(QFrame):
         header.addWidget(self.status_badge)
         header.addWidget(self.meta_label, 1)
         header.addStretch(0)  # keeps who wrote it and the badges on the left when no stats
-        header.addWidget(self.actions)
+        header.addWidget(self.action_row)
         self._actions_line = QHBoxLayout()
         self._actions_line.setContentsMargins(0, 0, 0, 0)
 
@@ -211,12 +211,12 @@ class MessageBubble(QFrame):
         fixed = [w for w in (self.role_label, self.versions, self.status_badge) if not w.isHidden()]
         gaps = len(fixed) + (0 if self.meta_label.isHidden() else 1)
         need = sum(w.sizeHint().width() for w in fixed) + DEFAULT_SPACING * gaps
-        fits = need + self.actions.full_width() <= room
-        self.actions.fit(room)
-        if fits == (self._header.indexOf(self.actions) >= 0):
+        fits = need + self.action_row.full_width() <= room
+        self.action_row.fit(room)
+        if fits == (self._header.indexOf(self.action_row) >= 0):
             return
-        (self._actions_line if fits else self._header).removeWidget(self.actions)
-        (self._header if fits else self._actions_line).addWidget(self.actions)
+        (self._actions_line if fits else self._header).removeWidget(self.action_row)
+        (self._header if fits else self._actions_line).addWidget(self.action_row)
 
     def _action(self, text: str, tip: str, slot) -> QToolButton:
         button = QToolButton()
@@ -292,7 +292,7 @@ class MessageBubble(QFrame):
         self.copy_button.setEnabled(bool(message.content))
         self.edit_button.setEnabled(not self._busy)
         self.regenerate_button.setEnabled(not self._busy)
-        self.actions.set_wanted(
+        self.action_row.set_wanted(
             {
                 self.copy_button: not editing,
                 self.edit_button: sent and message.role is Role.USER and not editing,

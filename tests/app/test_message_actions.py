@@ -50,9 +50,9 @@ def _problems(bubble: MessageBubble) -> list[str]:
                 problems.append(f"{button.text()} squeezed to {button.width()} px")
             if button.mapTo(bubble, button.rect().topRight()).x() > edge:
                 problems.append(f"{button.text()} past the edge")
-        elif bubble.actions.offers(button) and button not in bubble.actions.folded():
+        elif bubble.action_row.offers(button) and button not in bubble.action_row.folded():
             problems.append(f"{button.text()} offered but out of reach")
-    for button in bubble.actions.folded():
+    for button in bubble.action_row.folded():
         entry = _entry(bubble, button)
         if not (entry.isVisible() and bubble.more_button.isVisible()):
             problems.append(f"{button.text()} folded but not in the menu")
@@ -81,22 +81,22 @@ def test_no_action_is_squeezed_or_lost_at_any_width(qtbot, message, actions, nar
 
 def test_the_actions_fold_into_the_menu_in_order_and_work_from_there(qtbot):
     bubble = _bubble(qtbot, REPLY, can_regenerate=True, can_continue=True, busy=False)
-    assert _at(bubble, 900) == [] and bubble.actions.folded() == []
-    assert bubble._header.indexOf(bubble.actions) >= 0  # a wide message: all on the header
+    assert _at(bubble, 900) == [] and bubble.action_row.folded() == []
+    assert bubble._header.indexOf(bubble.action_row) >= 0  # a wide message: all on the header
     seen = []
     for width in range(900, 60, -5):
         assert _at(bubble, width) == [], width
-        if bubble.actions.folded() != (seen[-1] if seen else []):
-            seen.append(bubble.actions.folded())
+        if bubble.action_row.folded() != (seen[-1] if seen else []):
+            seen.append(bubble.action_row.folded())
     order = [bubble.regenerate_button, bubble.copy_button, bubble.continue_button]
     assert [len(s) for s in seen] == sorted({len(s) for s in seen}) and len(seen) >= 2
     assert all(s == order[: len(s)] for s in seen), [[b.text() for b in s] for s in seen]
-    if bubble.continue_button not in bubble.actions.folded():
+    if bubble.continue_button not in bubble.action_row.folded():
         bubble.resize(40, bubble.height())  # the message's narrowest
-        assert spin(lambda: bubble.continue_button in bubble.actions.folded(), 1)
+        assert spin(lambda: bubble.continue_button in bubble.action_row.folded(), 1)
     with qtbot.waitSignal(bubble.continueRequested, timeout=1000):
         _entry(bubble, bubble.continue_button).trigger()
-    assert _at(bubble, 900) == [] and bubble.actions.folded() == []
+    assert _at(bubble, 900) == [] and bubble.action_row.folded() == []
     assert not any(_entry(bubble, b).isVisible() for b in order)
 
 
@@ -106,7 +106,7 @@ def test_a_queued_message_folds_into_a_menu_of_its_own(qtbot):
     bubble = _bubble(qtbot, QUEUED, can_regenerate=False, can_continue=False, busy=False)
     assert _at(bubble, 900) == [] and not bubble.more_button.isVisible()
     assert _at(bubble, 100) == [] and bubble.more_button.isVisible()
-    assert bubble.send_now_button in bubble.actions.folded()
+    assert bubble.send_now_button in bubble.action_row.folded()
     assert not bubble.fork_action.isVisible() and not bubble.delete_action.isVisible()
     with qtbot.waitSignal(bubble.sendQueuedRequested, timeout=1000):
         _entry(bubble, bubble.send_now_button).trigger()
@@ -116,13 +116,13 @@ def test_a_button_that_grows_is_placed_again(qtbot):
     """ "Copy" becomes "Copied" for a moment: the wider button must not be squeezed."""
     bubble = _bubble(qtbot, REPLY, can_regenerate=True, can_continue=True, busy=False)
     width = 900
-    while _at(bubble, width - 1) == [] and bubble._header.indexOf(bubble.actions) >= 0:
+    while _at(bubble, width - 1) == [] and bubble._header.indexOf(bubble.action_row) >= 0:
         width -= 1  # the narrowest message that still holds every action on its header
-    assert _at(bubble, width) == [] and bubble._header.indexOf(bubble.actions) >= 0
+    assert _at(bubble, width) == [] and bubble._header.indexOf(bubble.action_row) >= 0
     bubble.copy_button.click()
     assert bubble.copy_button.text() == "Copied"
     assert spin(lambda: not _problems(bubble), 2), _problems(bubble)
-    assert bubble._header.indexOf(bubble.actions) < 0
+    assert bubble._header.indexOf(bubble.action_row) < 0
 
 
 def test_a_message_deleted_while_it_shows_copied_leaves_no_error(qtbot):
