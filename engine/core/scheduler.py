@@ -291,6 +291,8 @@ class Scheduler:
                 if row.state.finished:
                     break
                 self._apply_run(row.state, run, output)
+        for request_id, drafter in output.missed.items():
+            self.policy.missed(request_id, drafter)
         self.out.emit_stats(self.running, plain_rate=self._plain_rate())
 
     def _apply_run(self, state: RequestState, run: TokenRun, output: StepOutput) -> None:

@@ -83,6 +83,7 @@ class StepOutput:
     cache_hits: dict[str, CacheHit] = field(default_factory=dict)
     cache_loading: list[str] = field(default_factory=list)  # prefix still read from disk: ask again
     failed: dict[str, str] = field(default_factory=dict)  # request id -> message
+    missed: dict[str, str] = field(default_factory=dict)  # request id -> drafter that had no draft
     # (batch, width, seconds) of each plain step or verify round, all its wall time
     forward_costs: list[tuple[int, int, float]] = field(default_factory=list)
     timing: StepTiming = field(default_factory=StepTiming)

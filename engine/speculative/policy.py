@@ -113,8 +113,14 @@ class SpeculationPolicy:
         if auto:
             self._score_shadows([rows[i] for i in auto])
             free_width = 1 + max((c.k for c in choices), default=0)
-            drafters, rates = zip(*(self._auto_drafter(rows[i]) for i in auto))
-            ks = self.auto.choose(list(rates), len(rows), MAX_DRAFT_TOKENS, free_width)
+            drafters, counts = zip(*(self._auto_drafter(rows[i]) for i in auto))
+            ks = self.auto.choose(
+                [a.rate for a in counts],
+                len(rows),
+                MAX_DRAFT_TOKENS,
+                free_width,
+                found=[a.found_rate for a in counts],
+            )
             lookup_name = SpecMethod.PROMPT_LOOKUP.value
             for i, drafter, k in zip(auto, drafters, ks):
                 room = min(k, _room(rows[i]))
@@ -128,34 +134,47 @@ class SpeculationPolicy:
     ) -> None:
         """A round's outcome for an auto row (`drafter`: who drafted; prompt lookup's rounds of
         a row that drafts with a model count towards lookup's acceptance)."""
+        counts, pooled = self._counts_for(request_id, drafter)
+        if counts is not None:
+            counts.update(drafted, accepted)
+            pooled.update(drafted, accepted)
+
+    def missed(self, request_id: str, drafter: str | None) -> None:
+        """An auto row's drafter was asked for a draft and had none: the row's next drafts
+        are priced by how often one is found (prompt lookup often has no match)."""
+        counts, pooled = self._counts_for(request_id, drafter)
+        if counts is not None:
+            counts.miss()
+            pooled.miss()
+
+    def _counts_for(
+        self, request_id: str, drafter: str | None
+    ) -> tuple[RowAcceptance | None, RowAcceptance]:
+        """The counts a round of `drafter` for this row teaches, and their pool."""
         lookup = self._lookup_acceptance.get(request_id)
         if lookup is not None and drafter == SpecMethod.PROMPT_LOOKUP.value:
-            lookup.update(drafted, accepted)
-            self._pooled_lookup.update(drafted, accepted)
-            return
-        acceptance = self._acceptance.get(request_id)
-        if acceptance is not None:
-            acceptance.update(drafted, accepted)
-            self._pooled.update(drafted, accepted)
+            return lookup, self._pooled_lookup
+        return self._acceptance.get(request_id), self._pooled
 
     def forget(self, request_id: str) -> None:
         self._acceptance.pop(request_id, None)
         self._lookup_acceptance.pop(request_id, None)
         self._shadows.pop(request_id, None)
 
-    def _auto_drafter(self, row: RequestState) -> tuple[str, float]:
-        """An auto row's drafter this round and its acceptance: its model drafter, or prompt
+    def _auto_drafter(self, row: RequestState) -> tuple[str, RowAcceptance]:
+        """An auto row's drafter this round and its counts: its model drafter, or prompt
         lookup where lookup has been kept more often for this row."""
         drafter = auto_drafter(row, self.drafters)
-        rate = self._row_acceptance(row).rate
+        own = self._row_acceptance(row)
         lookup_name = SpecMethod.PROMPT_LOOKUP.value
         if drafter == lookup_name or lookup_name not in self.drafters:
-            return drafter, rate
+            return drafter, own
         lookup = self._lookup_acceptance.get(row.request_id)
         if lookup is None:
-            lookup = RowAcceptance.starting_at(self._pooled_lookup.rate)
+            pooled = self._pooled_lookup
+            lookup = RowAcceptance.starting_at(pooled.rate, pooled.found_rate)
             self._lookup_acceptance[row.request_id] = lookup
-        return (lookup_name, lookup.rate) if lookup.rate > rate else (drafter, rate)
+        return (lookup_name, lookup) if lookup.rate > own.rate else (drafter, own)
 
     def _score_shadows(self, rows: list[RequestState]) -> None:
         """Count the shadow drafts whose outcome the rows' new tokens tell as verified rounds:
@@ -206,11 +225,13 @@ class SpeculationPolicy:
             )
             if tokens:
                 self._shadows[row.request_id] = ShadowDraft(len(row.generated), tuple(tokens))
+            else:  # what a round would have found for it: nothing
+                self.missed(row.request_id, SpecMethod.PROMPT_LOOKUP.value)
 
     def _row_acceptance(self, row: RequestState) -> RowAcceptance:
         acceptance = self._acceptance.get(row.request_id)
         if acceptance is None:
-            acceptance = RowAcceptance.starting_at(self._pooled.rate)
+            acceptance = RowAcceptance.starting_at(self._pooled.rate, self._pooled.found_rate)
             self._acceptance[row.request_id] = acceptance
         return acceptance
 
