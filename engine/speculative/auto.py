@@ -6,13 +6,13 @@ With per-token acceptance a, k drafts yield (1 - a^(k+1)) / (1 - a) tokens per t
 a row whose last tokens match nothing earlier, and that row gets its one token from the round's
 wide forward. Each row's share of rounds with a draft is learned too, and prices its drafts (on
 the CPU's chat prompts at four chats lookup had nothing for 30% of the rows it was asked for,
-and auto, pricing them as drafting, ran 0.91x plain). A round over k+1 tokens per row costs cost(B, k+1) / cost(B, 1)
-of a plain step at batch size B, measured as the engine runs: the whole round's wall time
-(drafting, forward, acceptance, rollback), since that is what a plain step is weighed
-against. All rows of a batch share the forward's width: the width chosen is the one that
-maximises the auto rows' summed tokens per unit of cost, and within it each row drafts only
-the positions it is likely enough to keep (a row that is rarely accepted drafts less or
-nothing while its neighbours draft more); plain decoding unless some width beats it.
+and auto, pricing them as drafting, ran 0.91x plain). A round over k+1 tokens per row costs
+cost(B, k+1) / cost(B, 1) of a plain step at batch size B, measured as the engine runs: the
+whole round's wall time (drafting, forward, acceptance, rollback), since that is what a plain
+step is weighed against. All rows of a batch share the forward's width: the width chosen is
+the one that maximises the auto rows' summed tokens per unit of cost, and within it each row
+drafts only the positions it is likely enough to keep (a row that is rarely accepted drafts
+less or nothing while its neighbours draft more); plain decoding unless some width beats it.
 """
 
 from __future__ import annotations
