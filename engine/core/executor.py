@@ -329,7 +329,6 @@ class ModelExecutor:
         pending = batch.pending_tokens()
         histories = out.histories(batch.rows)
         drafts, used = self._propose(plan, histories, out)
-        out.missed = {r.state.request_id: r.drafter for r, d in zip(plan, drafts) if r.k and not d}
         for i, replay in enumerate(batch.replay):
             if len(replay) > DEFAULT_MAX_REPLAY:
                 drafts[i] = []  # commit its state this round: nothing to reject

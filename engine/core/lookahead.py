@@ -306,7 +306,6 @@ class RoundsAhead:
         )
         # a row drafting on a guess asked one more: its first proposal guessed `last`'s bonus
         drafts = [d if a is None else d[1:] for d, a in zip(drafts, assumed)]
-        out.missed = {r.state.request_id: r.drafter for r, d in zip(plan, drafts) if r.k and not d}
         t1 = time.perf_counter()
         self.in_flight = launch(batch, drafts, used, assumed)
         t_launched = time.perf_counter()

@@ -26,7 +26,8 @@ def propose(
     strong prompt-lookup match when it has one (its own drafter's inputs wait for the next
     round it drafts); then each drafter proposes for its rows at once; when that raises,
     row by row, and a row that fails alone fails. A draft ends before a token the target
-    cannot read (an id outside its `vocab_size`: the embedding would read past its table)."""
+    cannot read (an id outside its `vocab_size`: the embedding would read past its table).
+    Rows whose drafter had nothing go in `out.missed` (auto learns how often one is found)."""
     drafts: list[list[int]] = [[] for _ in plan]
     used: list[str | None] = [row.drafter for row in plan]
     groups: dict[str, list[int]] = {}
@@ -59,6 +60,10 @@ def propose(
                     proposals.append([])
         for i, proposal in zip(indices, proposals):
             drafts[i] = _readable([int(t) for t in proposal[: plan[i].k]], vocab_size, name)
+    for row, draft in zip(plan, drafts):
+        rid = row.state.request_id
+        if row.k and row.drafter is not None and not draft and rid not in out.failed:
+            out.missed[rid] = row.drafter
     return drafts, used
 
 
