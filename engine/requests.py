@@ -222,7 +222,8 @@ class RequestStats:
     finish_reason: FinishReason | None = None
     spec: SpecStats = field(default_factory=SpecStats)
     context_tokens: int = 0  # prompt + generated: the chat's context use after this reply
-    plain_tokens_per_s: float | None = None  # plain decoding measured at this row's batch size
+    # this reply's rate had it drafted nothing (engine/speculative/plain_estimate.py)
+    plain_tokens_per_s: float | None = None
     recent_acceptance: float | None = None  # draft acceptance over this row's last rounds
     speculation_note: str | None = None  # why the row runs plain although it asked to speculate
     prompt_cache_note: str | None = None  # why the prompt cache neither serves nor stores it

@@ -12,7 +12,7 @@ METRIC_TIPS = {
     "keeps the faster; on a CPU nothing overlaps and rounds run in series",
     "guessed": "Rounds ahead whose draft was drawn on a guess about the round before that proved "
     "wrong: their drafts are rejected (the reply stays exact), the cost of running ahead",
-    "plain": "What plain decoding (no speculation) measured at this reply's batch size",
+    "plain": "This reply's speed had it drafted nothing, from the engine's measured step costs",
     "cached": "Prompt tokens of the last reply served from the prompt cache",
     "saved": "Forward passes of the target model that speculation made unnecessary, "
     "since the engine started",

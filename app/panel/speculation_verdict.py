@@ -1,6 +1,7 @@
 """Is a chat's speculation paying off? A verdict, in words, from the figures the engine sends with
-a reply (RequestStats): decode speed against what plain decoding measured at the same batch size,
-and draft acceptance over the last rounds."""
+a reply (RequestStats): decode speed against the same reply's speed had it drafted nothing
+(estimated by the engine from its measured step costs), and draft acceptance over the last
+rounds."""
 
 from __future__ import annotations
 
@@ -46,7 +47,7 @@ def judge(
             return Verdict(
                 "losing",
                 f"{name} is slowing this chat down: {fmt_rate(speed)} against "
-                f"{fmt_rate(plain)} without speculation at this batch size.",
+                f"an estimated {fmt_rate(plain)} without it.",
                 suggestions,
             )
     acceptance = stats.recent_acceptance

@@ -95,12 +95,10 @@ class OutputProcessor:
             return True
         return False
 
-    def emit_stats(self, rows: list[RequestState], *, plain_rate: float | None = None) -> None:
-        """Stats events for the rows due one; `plain_rate`: what plain decoding measured at
-        this batch size (tokens/s per row)."""
+    def emit_stats(self, rows: list[RequestState]) -> None:
+        """Stats events for the rows due one."""
         now = time.perf_counter()
         for state in rows:
-            state.stats.plain_tokens_per_s = plain_rate
             if now - state.last_stats_at >= self.stats_interval_s:
                 state.last_stats_at = now
                 self.events.append(StatsEvent(state.request_id, copy_stats(state, now)))

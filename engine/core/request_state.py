@@ -17,6 +17,7 @@ from engine.requests import (
 )
 from engine.sampling import RowSampler
 from engine.speculative.metrics import RecentAcceptance
+from engine.speculative.plain_estimate import PlainEstimate
 from engine.text_stream import TextStream
 
 
@@ -45,6 +46,7 @@ class RequestState:
     eos_token: int | None = None  # the end-of-sequence token that ended it (fed, not in the reply)
     recent: RecentAcceptance = field(default_factory=RecentAcceptance)
     draft: str | None = None  # the drafter name of its draft model ("draft" and "auto"), if any
+    plain: PlainEstimate = field(default_factory=PlainEstimate)  # its speed without its drafts
 
     @property
     def request_id(self) -> str:
@@ -77,6 +79,7 @@ class RequestState:
             decode_time = now - self.first_token_at
             if len(self.generated) > 1 and decode_time > 0:
                 s.decode_tokens_per_s = (len(self.generated) - 1) / decode_time
+                s.plain_tokens_per_s = self.plain.rate(len(self.generated) - 1, decode_time)
         s.finish_reason = self.finish_reason
         s.recent_acceptance = self.recent.rate
         return s

@@ -35,6 +35,7 @@ from engine.requests import (
 )
 from engine.sampling import RowSampler, validate_sampling
 from engine.speculative import metrics
+from engine.speculative.plain_estimate import PlainEstimate, note_runs
 from engine.speculative.policy import SpeculationPolicy
 from engine.text_stream import TextStream
 
@@ -293,7 +294,9 @@ class Scheduler:
                 self._apply_run(row.state, run, output)
         for request_id, drafter in output.missed.items():
             self.policy.missed(request_id, drafter)
-        self.out.emit_stats(self.running, plain_rate=self._plain_rate())
+        rows = {row.state.request_id: row.state.plain for row in plan.decode}
+        note_runs(len(plan.decode), output.runs, rows)
+        self.out.emit_stats(self.running)
 
     def _apply_run(self, state: RequestState, run: TokenRun, output: StepOutput) -> None:
         drafted = [True] * run.accepted + [False] * (len(run.tokens) - run.accepted)
@@ -335,10 +338,6 @@ class Scheduler:
         for state in rows:
             if not state.finished and state.unstreamed and self.out.stream(state):
                 self._end(state)
-
-    def _plain_rate(self) -> float | None:
-        seconds = self.policy.costs.seconds.get((len(self.running), 1))
-        return 1.0 / seconds if seconds else None
 
     def _end(self, state: RequestState) -> None:
         """A request finished: it leaves its queue; the executor drops it next step."""
@@ -383,6 +382,7 @@ class Scheduler:
             ),
             max_new_tokens=max_new,
             draft=draft,
+            plain=PlainEstimate(self.policy.costs),
         )
         state.stats.prompt_tokens = len(prompt)
         return state

@@ -91,6 +91,10 @@ class CostModel:
             slope = max((known[w2] - known[w1]) / (w2 - w1), 0.0)
         return known[below] + slope * (width - below)
 
+    def measured(self, batch: int) -> bool:
+        """Whether `relative` at this batch size rests on timings, not the default slope."""
+        return self._known(batch) is not None
+
     def _known(self, batch: int) -> dict[int, float] | None:
         """{width: relative cost} at `batch` from its own timings, else from the nearest batch
         size's (its rounds' extra seconds over its plain step, added to this batch's plain

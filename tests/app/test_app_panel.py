@@ -37,7 +37,7 @@ def test_losing_speculation_is_said_in_words_with_a_switch(qtbot, window, fake_e
     card = window.panel.chat_card
     assert card.notice.isVisibleTo(window.panel)
     assert "slowing this chat down" in card.notice.text.text()
-    assert "200.0 tok/s without speculation" in card.notice.text.text()
+    assert "an estimated 200.0 tok/s without it" in card.notice.text.text()
     assert card.value("plain") == "200.0 tok/s"
     shown = [b.text() for b in card.notice.buttons() if b.isVisibleTo(card.notice)]
     assert shown == ["Switch to Auto", "Turn off"]
