@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 DEFAULT_PRIOR_ACCEPTANCE = 0.6
@@ -187,17 +188,19 @@ class AutoPolicy:
         rates: list[float],
         batch: int,
         k_max: int,
-        free_width: int = 1,
+        forced: Sequence[tuple[int, float]] = (),
         found: list[float] | None = None,
     ) -> list[int]:
-        """A k for each auto row of a batch; `free_width` is the width other rows force, and
-        `found` each row's chance that its drafter has a draft (default: certain). The
-        forward's width is priced for the whole batch; within it each row drafts only the
-        positions it is likely enough to keep (a rarely accepted row drafts less, or nothing)."""
+        """A k for each auto row of a batch. `forced`: the widths the other rows' drafts would
+        make the forward, each with the chance its drafter finds a draft (prompt lookup often
+        has none, and then the forward is narrower); `found`: each auto row's chance (default:
+        certain). The forward's width is priced for the whole batch; within it each row
+        drafts only the positions it is likely enough to keep (a rarely accepted row drafts
+        less, or nothing)."""
         if not rates:
             return []
         found = found if found is not None else [1.0] * len(rates)
-        plain = len(rates) / self.costs.relative(batch, free_width)
+        plain = len(rates) / self._expected_relative(batch, forced)
         best_ks, best = [0] * len(rates), plain * MIN_GAIN
         widths = DEFAULT_FEW_WIDTHS if self.few_widths else range(2, k_max + 2)
         for width in (w for w in widths if w <= k_max + 1):
@@ -205,9 +208,9 @@ class AutoPolicy:
             if self.few_widths:  # the forward's width stays one of them
                 widest = max((w for w in widths if w <= max(ks) + 1), default=1)
                 ks = [min(k, widest - 1) for k in ks]
-            used = max(max(ks) + 1, free_width)
+            drafts = [(k + 1, f) for k, f in zip(ks, found) if k]
             gain = sum(expected_tokens(r, k, f) for r, k, f in zip(rates, ks, found))
-            gain /= self.costs.relative(batch, used)
+            gain /= self._expected_relative(batch, [*forced, *drafts])
             if gain > best:
                 best_ks, best = ks, gain
         if not any(best_ks):
@@ -220,6 +223,25 @@ class AutoPolicy:
         else:
             self.idle_rounds = 0
         return best_ks
+
+    def _expected_relative(self, batch: int, drafts: Sequence[tuple[int, float]]) -> float:
+        """The forward's expected cost in plain steps, its width the widest draft found
+        among `drafts` ((width, chance its drafter finds one); found independently)."""
+        cost = self.costs.relative
+        sure = max((w for w, chance in drafts if chance >= 1.0), default=1)
+        maybe = sorted({w for w, chance in drafts if sure < w and chance < 1.0})
+        below = _none_wider(drafts, sure)  # P(the widest found is `sure` or less)
+        expected = below * cost(batch, sure)
+        for width in maybe:
+            at_most = _none_wider(drafts, width)
+            expected += (at_most - below) * cost(batch, width)
+            below = at_most
+        return expected
+
+
+def _none_wider(drafts: Sequence[tuple[int, float]], width: int) -> float:
+    """The chance that no draft wider than `width` is found."""
+    return math.prod(1.0 - chance for w, chance in drafts if w > width)
 
 
 def row_k(rate: float, width: int) -> int:

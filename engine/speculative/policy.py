@@ -60,6 +60,9 @@ class SpeculationPolicy:
     # lookup drafts of auto rows decoding plainly, scored as the row goes on (shadow_lookup.py)
     _shadows: dict[str, ShadowDraft] = field(default_factory=dict)
     _shadow_turn: int = 0  # where the next step's lookups start among the rows
+    # fixed methods' rows: how often their drafter finds a draft (prompt lookup often has none,
+    # and the forward auto's rows share is then narrower)
+    _fixed_found: dict[str, RowAcceptance] = field(default_factory=dict)
 
     @property
     def costs(self) -> CostModel:
@@ -112,13 +115,17 @@ class SpeculationPolicy:
         auto = [i for i, row in enumerate(rows) if _method(row) == SpecMethod.AUTO]
         if auto:
             self._score_shadows([rows[i] for i in auto])
-            free_width = 1 + max((c.k for c in choices), default=0)
+            forced = [
+                (c.k + 1, self._found_by(row.request_id).found_rate)
+                for row, c in zip(rows, choices)
+                if c.k
+            ]
             drafters, counts = zip(*(self._auto_drafter(rows[i]) for i in auto))
             ks = self.auto.choose(
                 [a.rate for a in counts],
                 len(rows),
                 MAX_DRAFT_TOKENS,
-                free_width,
+                forced,
                 found=[a.found_rate for a in counts],
             )
             lookup_name = SpecMethod.PROMPT_LOOKUP.value
@@ -134,32 +141,34 @@ class SpeculationPolicy:
     ) -> None:
         """A round's outcome for an auto row (`drafter`: who drafted; prompt lookup's rounds of
         a row that drafts with a model count towards lookup's acceptance)."""
-        counts, pooled = self._counts_for(request_id, drafter)
-        if counts is not None:
+        for counts in self._counts_for(request_id, drafter):
             counts.update(drafted, accepted)
-            pooled.update(drafted, accepted)
 
     def missed(self, request_id: str, drafter: str | None) -> None:
         """An auto row's drafter was asked for a draft and had none: the row's next drafts
         are priced by how often one is found (prompt lookup often has no match)."""
-        counts, pooled = self._counts_for(request_id, drafter)
-        if counts is not None:
+        for counts in self._counts_for(request_id, drafter):
             counts.miss()
-            pooled.miss()
 
-    def _counts_for(
-        self, request_id: str, drafter: str | None
-    ) -> tuple[RowAcceptance | None, RowAcceptance]:
-        """The counts a round of `drafter` for this row teaches, and their pool."""
+    def _counts_for(self, request_id: str, drafter: str | None) -> tuple[RowAcceptance, ...]:
+        """The counts a round of `drafter` for this row teaches: an auto row's and their
+        pool, or a fixed method's row's (how often its drafter finds a draft)."""
         lookup = self._lookup_acceptance.get(request_id)
         if lookup is not None and drafter == SpecMethod.PROMPT_LOOKUP.value:
             return lookup, self._pooled_lookup
-        return self._acceptance.get(request_id), self._pooled
+        own = self._acceptance.get(request_id)
+        return (own, self._pooled) if own is not None else (self._found_by(request_id),)
+
+    def _found_by(self, request_id: str) -> RowAcceptance:
+        """A fixed method's row's counts: auto prices the width its drafts force by how often
+        they are found."""
+        return self._fixed_found.setdefault(request_id, RowAcceptance())
 
     def forget(self, request_id: str) -> None:
         self._acceptance.pop(request_id, None)
         self._lookup_acceptance.pop(request_id, None)
         self._shadows.pop(request_id, None)
+        self._fixed_found.pop(request_id, None)
 
     def _auto_drafter(self, row: RequestState) -> tuple[str, RowAcceptance]:
         """An auto row's drafter this round and its counts: its model drafter, or prompt

@@ -103,3 +103,40 @@ def test_rounds_whose_drafter_found_nothing_teach_auto_to_stop_asking(tiny):
     driver.finish()
     assert driver.tokens[rid] == tiny.greedy(P_A, 40)
     assert 0 < len(asked) < 20  # stopped asking well before the reply's 40 tokens
+
+
+# a CPU-like batch of two: each verified token past the first costs a fifth of a step
+TWO_ROWS = {1: 0.05, 2: 0.06, 3: 0.07, 4: 0.08, 5: 0.09}
+
+
+def test_a_neighbours_width_is_priced_by_how_often_its_drafts_are_found():
+    """A fixed method's row forces its width only when its drafter finds a draft: beside a
+    draft model's row (always) a rarely kept auto row's draft rides free; beside prompt lookup
+    that finds one a third of the time, it would mostly widen a plain step, and it waits."""
+    policy = AutoPolicy()
+    measure(policy.costs, 2, TWO_ROWS)
+    assert policy.choose([0.12], batch=2, k_max=4, forced=[(5, 1.0)]) == [1]
+    assert policy.choose([0.12], batch=2, k_max=4, forced=[(5, 0.3)]) == [0]
+    assert policy.choose([0.9], batch=2, k_max=4, forced=[(5, 0.3)]) != [0]  # well kept: drafts
+
+
+def test_the_policy_learns_how_often_a_fixed_rows_drafter_finds_one():
+    policy = SpeculationPolicy(drafters=frozenset({"lookup"}))
+    measure(policy.costs, 2, TWO_ROWS)
+    auto = _auto_row([1, 2, 3])
+    request = GenerationRequest(
+        prompt_tokens=[7, 8, 9],
+        max_tokens=64,
+        speculative=SpeculativeParams(method=SpecMethod.PROMPT_LOOKUP, draft_tokens=4),
+    )
+    fixed = RequestState(request, [7, 8, 9], RowSampler(request.sampling), None, 64)
+    policy.plan([auto, fixed])
+    for kept in [1] + [0] * 6:  # rarely kept
+        policy.observe(auto.request_id, 1, kept)
+    assert 0.1 < policy._acceptance[auto.request_id].rate < 0.2
+    assert policy.plan([auto, fixed])[0].k  # the lookup row is taken to find drafts
+    for _ in range(8):
+        policy.missed(fixed.request_id, "lookup")
+    assert policy.plan([auto, fixed])[0].k == 0
+    policy.forget(fixed.request_id)
+    assert fixed.request_id not in policy._fixed_found
