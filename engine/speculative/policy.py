@@ -3,10 +3,10 @@ methods ask their own drafter for their own k; "auto" rows share one k picked fr
 costs and their recent acceptance (engine/speculative/auto.py), with the row's draft model (or
 the model's draft head or MTP layers) when it has one, a strong prompt-lookup match taking
 precedence over it, and prompt lookup otherwise. A row with a model drafter drafts by prompt
-lookup instead while lookup is kept more often for it, and auto rows also learn from lookup
-drafts they did not verify (engine/speculative/shadow_lookup.py). Draft models are drafters
-named by `draft_drafter_name` (a request names its own); the row carries the name of its own.
-Pure Python: it never touches a model."""
+lookup instead while lookup's drafts yield more for it (kept, and found), and auto rows also
+learn from lookup drafts they did not verify (engine/speculative/shadow_lookup.py). Draft
+models are drafters named by `draft_drafter_name` (a request names its own); the row carries
+the name of its own. Pure Python: it never touches a model."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 from engine.core.request_state import RequestState
-from engine.requests import MAX_DRAFT_TOKENS, SpecMethod, SpeculativeParams
-from engine.speculative.auto import AutoPolicy, CostModel, RowAcceptance
+from engine.requests import DEFAULT_DRAFT_TOKENS, MAX_DRAFT_TOKENS, SpecMethod, SpeculativeParams
+from engine.speculative.auto import AutoPolicy, CostModel, RowAcceptance, expected_tokens
 from engine.speculative.prompt_lookup import DEFAULT_SEARCH_WINDOW, lookup
 from engine.speculative.shadow_lookup import (
     DEFAULT_SHADOW_BUDGET,
@@ -172,7 +172,8 @@ class SpeculationPolicy:
 
     def _auto_drafter(self, row: RequestState) -> tuple[str, RowAcceptance]:
         """An auto row's drafter this round and its counts: its model drafter, or prompt
-        lookup where lookup has been kept more often for this row."""
+        lookup where lookup's drafts would yield more for this row (kept more often and found
+        often enough)."""
         drafter = auto_drafter(row, self.drafters)
         own = self._row_acceptance(row)
         lookup_name = SpecMethod.PROMPT_LOOKUP.value
@@ -183,7 +184,10 @@ class SpeculationPolicy:
             pooled = self._pooled_lookup
             lookup = RowAcceptance.starting_at(pooled.rate, pooled.found_rate)
             self._lookup_acceptance[row.request_id] = lookup
-        return (lookup_name, lookup) if lookup.rate > own.rate else (drafter, own)
+        # compared by what a round drafting the usual k would yield: lookup's drafts are often
+        # kept but often not found, and a round without one gives the row nothing extra
+        better = _yield(lookup) > _yield(own)
+        return (lookup_name, lookup) if better else (drafter, own)
 
     def _score_shadows(self, rows: list[RequestState]) -> None:
         """Count the shadow drafts whose outcome the rows' new tokens tell as verified rounds:
@@ -283,6 +287,10 @@ def possible_drafters(row: RequestState, available: Collection[str]) -> set[str]
 def draft_drafter_name(model_key: str) -> str:
     """The drafter name of a draft model (one per draft model a target's requests use)."""
     return f"{SpecMethod.DRAFT_MODEL.value}:{model_key}"
+
+
+def _yield(counts: RowAcceptance) -> float:
+    return expected_tokens(counts.rate, DEFAULT_DRAFT_TOKENS, counts.found_rate)
 
 
 def _method(row: RequestState) -> SpecMethod:
