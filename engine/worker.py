@@ -33,6 +33,7 @@ from engine.hosting.fair_share import FairShare
 from engine.hosting.model_loader import slice_seconds
 from engine.hosting.request_router import RequestRouter
 from engine.kernels.compiled_cache import keep_compiled_kernels
+from engine.kernels.temp_folder import mend_temp_folder
 from engine.requests import ErrorEvent, Event, FinishedEvent, GenerationRequest
 
 log = logging.getLogger(__name__)
@@ -144,7 +145,8 @@ class EngineWorker(threading.Thread):
             _release_streams()  # Engine.stop() joins this thread, so this is done before exit
 
     def _serve(self) -> None:
-        keep_compiled_kernels(default_cache_root())  # before this thread compiles anything
+        mend_temp_folder(default_cache_root())  # before this thread compiles anything
+        keep_compiled_kernels(default_cache_root())
         if self.config.log_blas:
             blas.log_blas()
         self._setup()
