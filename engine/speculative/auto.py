@@ -227,14 +227,10 @@ class AutoPolicy:
     def _expected_relative(self, batch: int, drafts: Sequence[tuple[int, float]]) -> float:
         """The forward's expected cost in plain steps, its width the widest draft found
         among `drafts` ((width, chance its drafter finds one); found independently)."""
-        cost = self.costs.relative
-        sure = max((w for w, chance in drafts if chance >= 1.0), default=1)
-        maybe = sorted({w for w, chance in drafts if sure < w and chance < 1.0})
-        below = _none_wider(drafts, sure)  # P(the widest found is `sure` or less)
-        expected = below * cost(batch, sure)
-        for width in maybe:
-            at_most = _none_wider(drafts, width)
-            expected += (at_most - below) * cost(batch, width)
+        expected = below = 0.0
+        for width in sorted({1, *(w for w, _ in drafts)}):
+            at_most = _none_wider(drafts, width)  # P(the widest found is `width` or less)
+            expected += (at_most - below) * self.costs.relative(batch, width)
             below = at_most
         return expected
 

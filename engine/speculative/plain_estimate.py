@@ -69,6 +69,8 @@ def note_runs(
     """Note one step's runs (`batch` rows; one forward's runs by request id) for the rows in
     `estimates` that drafted in it."""
     own = {rid: _width(rows) for rid, rows in runs.items()}
+    if max(own.values(), default=1) <= 1:  # a plain step: nothing to note
+        return
     widest = sorted(own.values(), reverse=True)[:2] + [1, 1]
     for rid, estimate in estimates.items():
         mine = own.get(rid, 1)

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Session 31: a verify round of 16 rows x 256 keys took 85 ms through our cache and 17 ms through
-# mlx-lm's (H100 ladder, one.sh). Is it the attention calls the kernel leaves to MLX (over its
-# limit on keys read)? The ladder's two verify rungs as shipped and with the limit lifted, at
-# 16 x 256 and 4 x 1024 (both over it), and 16 x 64 (under it); then the engine's synthetic
-# speculation at 16 chats with 512-token replies, as shipped and with the limit lifted.
+# mlx-lm's (H100 ladder, session 30's one.sh). Is it the attention calls the kernel leaves to MLX
+# (over its limit on keys read)? The ladder's two verify rungs as shipped and with the limit
+# lifted, at 16 x 256 and 4 x 1024 (both over it), and 16 x 64 (under it); then the engine's
+# synthetic speculation at 16 chats with 512-token replies, as shipped and with the limit lifted.
 . "$(dirname "$0")/preamble.sh"
 nvidia-smi --query-gpu=name --format=csv,noheader
 L="python3 .gpu/x/va_limit.py engine.bench.profile_ladder --model random:8b --tokens 16 --repeats 2 --only bare-verify ours-verify"
