@@ -4,7 +4,9 @@ the buffer's unwritten tail, causal among the new queries).
 
     python -m engine.bench.attention_check --json PATH
 
-checks the per-head layout the engine uses; with TANDEM_GROUPED_ATTENTION=1, the grouped one.
+checks the layouts the engine uses: grouped blocks for several queries (one head a block with
+TANDEM_PER_HEAD_VERIFY_ATTENTION=1), one head a block for one query (grouped with
+TANDEM_GROUPED_ATTENTION=1).
 
 Each case is recorded on its own: one failing case never hides the others. Without CUDA it says
 so and exits 0.
@@ -140,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     if not on_cuda():
         print("no CUDA GPU here: the verify-attention kernel is CUDA only; nothing to check")
         return 0
-    vac.set_grouping(is_set(vac.GROUPED_ENV))  # the layout the engine would use
+    # the layouts the engine would use
+    vac.set_grouping(is_set(vac.GROUPED_ENV), verify=not is_set(vac.PER_HEAD_VERIFY_ENV))
     cases = itertools.product(args.batches, args.queries, args.keys, DEFAULT_HEADS, args.dtypes)
     results = []
     for batch, queries, keys, heads, dtype in cases:

@@ -11,8 +11,9 @@ ms for the same queries without a mask (docs/benchmarks.md, fourth pass). Here o
 computes one query of one head: its warps take 32 keys at a time (a lane per key), skip masked
 keys, and keep an online softmax in float32, as MLX's vector kernel does; where query heads
 share a key head (grouped-query attention), one block can compute up to four of them and read
-each key once for them all (engine/kernels/verify_attention_source.py; opt-in with
-TANDEM_GROUPED_ATTENTION=1, as it was not faster in the engine). `install()` routes
+each key once for them all (engine/kernels/verify_attention_source.py): calls of several queries
+take that layout, calls of one query only with TANDEM_GROUPED_ATTENTION=1 (it was not faster in
+the engine's plain steps). `install()` routes
 eligible `mx.fast.scaled_dot_product_attention` calls to it on CUDA, "causal" calls of 4-32
 queries included (mlx-lm's own caches pass that; MLX sends them to cuDNN), and leaves every
 other call to MLX.
@@ -57,10 +58,15 @@ WARPS = 8
 # Query heads a block computes where they share a key head: on an H100 four a block beat eight
 # for 64 heads on 8 (head size 64) by 10% and were level for 32 on 4 (head size 128)
 MAX_HEADS_PER_BLOCK = 4
-# Opt-in: grouped, a call alone took 0.69x the per-head layout's time at 4-32 rows, but in the
-# engine the 8B's plain step with four long rows took 18-20 ms against 15-17 per head, and
-# verify rounds were level within the noise (H100; docs/benchmarks.md, twentieth pass)
+# One query (a ragged batch's decode step) takes grouped blocks only when asked: a call alone
+# took 0.69x the per-head layout's time at 4-32 rows, but in the engine the 8B's plain step with
+# four long rows took 18-20 ms against 15-17 per head (H100; docs/benchmarks.md, twentieth pass)
 GROUPED_ENV = "TANDEM_GROUPED_ATTENTION"
+# Several queries (a verify forward) take grouped blocks unless this is set: a median 0.77x the
+# per-head layout's time at 4-32 rows (0.47-1.02x) over 2-17 queries and 256-2,048 keys, level
+# at one row; at 16 rows x 5 queries x 256 keys 0.57x cuDNN's, where the per-head layout had left
+# the call to cuDNN (H100; docs/benchmarks.md, twenty-seventh pass)
+PER_HEAD_VERIFY_ENV = "TANDEM_PER_HEAD_VERIFY_ATTENTION"
 FLOATS = (mx.float32, mx.float16, mx.bfloat16)
 
 SdpaFn = Callable[..., mx.array]
@@ -69,7 +75,8 @@ _causal = {"on": True}  # whether "causal" calls of a few queries take the kerne
 # by (queries, keys): the layers of one forward share one mask
 _causal_masks: dict[tuple[int, int], mx.array] = {}
 _one_query = {"on": True}  # whether one-query calls may take the kernel (`one_query_calls`)
-_grouping = {"on": False}  # whether blocks compute groups of heads (GROUPED_ENV, at install)
+_grouping = {"on": False}  # whether one-query blocks compute groups of heads (GROUPED_ENV)
+_grouping_verify = {"on": True}  # whether several queries do (PER_HEAD_VERIFY_ENV)
 
 
 @contextmanager
@@ -110,16 +117,18 @@ def kernel_source(*, heads: int = 1) -> str:
     return PER_HEAD_SOURCE if heads == 1 else GROUPED_SOURCE
 
 
-def set_grouping(on: bool) -> None:
-    """Blocks of grouped query heads (`on`) or one head a block (the default)."""
+def set_grouping(on: bool, *, verify: bool = True) -> None:
+    """Blocks of grouped query heads (`on`) or one head a block (the default) for one-query
+    calls; `verify`: the same for calls of several queries (grouped by default)."""
     _grouping["on"] = on
+    _grouping_verify["on"] = verify
 
 
-def heads_per_block(group: int) -> int:
-    """How many of a group's query heads (those sharing a key head) one block computes: with
-    grouping on, the largest power of two within MAX_HEADS_PER_BLOCK that divides the group;
-    else one."""
-    if not _grouping["on"]:
+def heads_per_block(group: int, queries: int = 1) -> int:
+    """How many of a group's query heads (those sharing a key head) one block computes, for
+    calls of `queries` queries: with grouping on for such calls, the largest power of two within
+    MAX_HEADS_PER_BLOCK that divides the group; else one."""
+    if not (_grouping_verify if queries > 1 else _grouping)["on"]:
         return 1
     heads = 1
     while heads * 2 <= MAX_HEADS_PER_BLOCK and group % (heads * 2) == 0:
@@ -130,7 +139,7 @@ def heads_per_block(group: int) -> int:
 def key_bytes_read(q: mx.array, k: mx.array) -> int:
     """Bytes of keys the kernel reads for a call: each block reads its key head's keys once."""
     B, Hq, N, D = q.shape
-    blocks = B * (Hq // heads_per_block(Hq // k.shape[1])) * N
+    blocks = B * (Hq // heads_per_block(Hq // k.shape[1], N)) * N
     return blocks * k.shape[2] * D * q.dtype.size
 
 
@@ -152,7 +161,7 @@ def verify_attention(
     """softmax(q k^T * scale, masked) v for q [B, Hq, N, D], k / v [B, Hk, L, D] and a boolean
     mask [B or 1, 1, N, L]: [B, Hq, N, D]."""
     B, Hq, N, D = q.shape
-    heads = heads_per_block(Hq // k.shape[1])
+    heads = heads_per_block(Hq // k.shape[1], N)
     template = [("T", q.dtype), ("D", D), ("WARPS", WARPS)]
     if heads > 1:
         template.append(("HEADS", heads))
@@ -186,7 +195,7 @@ def takes(q: mx.array, k: mx.array, v: mx.array, mask: Any, sinks: Any = None) -
     if Bk != B or tuple(v.shape) != (B, Hk, L, D) or Dk != D or Hk == 0 or Hq % Hk:
         return False
     if N > 1:
-        limit = DEFAULT_MAX_GROUPED_BYTES if heads_per_block(Hq // Hk) > 1 else DEFAULT_MAX_BYTES
+        limit = DEFAULT_MAX_GROUPED_BYTES if heads_per_block(Hq // Hk, N) > 1 else DEFAULT_MAX_BYTES
         if key_bytes_read(q, k) > limit:
             return False
     if mask.shape[0] not in (1, B) or tuple(mask.shape[1:]) != (1, N, L):
@@ -221,7 +230,7 @@ def install(*, force: bool = False) -> bool:
     """Route eligible attention calls through the kernel; True when it is in place (CUDA only)."""
     if not may_install(DISABLE_ENV, force=force):
         return False
-    set_grouping(is_set(GROUPED_ENV))
+    set_grouping(is_set(GROUPED_ENV), verify=not is_set(PER_HEAD_VERIFY_ENV))
     if not is_installed():
         mx.fast.scaled_dot_product_attention = make_sdpa(mx.fast.scaled_dot_product_attention)
     return True
