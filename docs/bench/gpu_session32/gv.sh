@@ -2,7 +2,8 @@
 # Session 32: verify attention in grouped blocks (the new default for several queries) against
 # one head a block (TANDEM_PER_HEAD_VERIFY_ATTENTION=1, as before): the bare wide forward
 # (wide_probe.py), then synthetic speculation in the engine (8B, k=4 p=0.9, 1 / 4 / 16 chats,
-# the lossless check on), alternated processes, with the calls each way counted (va_limit.py).
+# the lossless check on), alternated processes, with the calls each way counted (va_limit.py:
+# session 31's, docs/bench/gpu_session31/, copied beside this script into .gpu/x).
 . "$(dirname "$0")/preamble.sh"
 here="$(dirname "$0")"
 nvidia-smi --query-gpu=name --format=csv,noheader
