@@ -8,8 +8,9 @@ bfloat16 step, in 8 of 96 cases measured). On an H100, at four query heads a blo
 grouped layout took a median 0.69x the per-head layout's time at 4-32 rows (0.48-1.2x; the few
 losses in calls of 30 us or less) and 0.96x at one row; at one head a block it took 1.18x, so
 groups of one keep the per-head layout. In the engine, though, the 8B's plain step over four
-long rows took 18-20 ms grouped against 15-17 per head, so the per-head layout is the default
-and the grouped one opt-in (docs/benchmarks.md, twentieth pass).
+long rows took 18-20 ms grouped against 15-17 per head, so one-query calls keep the per-head
+layout unless asked (docs/benchmarks.md, twentieth pass); calls of several queries take the
+grouped one (a median 0.77x per head at 4-32 rows on an H100, twenty-seventh pass).
 """
 
 # What both layouts begin with: the sizes MLX passes, and (once a block knows its row, key
