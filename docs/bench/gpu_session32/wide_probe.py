@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import statistics
 import time
 
@@ -28,11 +29,9 @@ WARM = 4
 SHAPES = ((1, 1), (1, 5), (4, 1), (4, 5), (16, 1), (16, 5), (80, 1), (32, 1), (32, 5))
 
 
-def timed(model, batch: int, width: int) -> float:
-    cache = make_prompt_cache(model)
-    prompt = mx.random.randint(0, 4000, (batch, CONTEXT), key=mx.random.key(batch))
-    mx.eval(model(prompt, cache=cache))
-    x = mx.random.randint(0, 4000, (batch, width), key=mx.random.key(7))
+def _pipelined(model, cache, x, give_back) -> float:
+    """ms per forward of `x` over `cache`, each queued before the last is read, with
+    `give_back()` after each (the positions the step leaves in the cache)."""
     out = None
     start = 0.0
     for i in range(STEPS + WARM):
@@ -41,19 +40,30 @@ def timed(model, batch: int, width: int) -> float:
             start = time.perf_counter()
         out = mx.argmax(model(x, cache=cache), axis=-1)
         mx.async_eval(out)
-        trim_prompt_cache(cache, width)
+        give_back()
     mx.eval(out)
     return 1e3 * (time.perf_counter() - start) / STEPS
 
 
+def timed(model, batch: int, width: int) -> float:
+    cache = make_prompt_cache(model)
+    prompt = mx.random.randint(0, 4000, (batch, CONTEXT), key=mx.random.key(batch))
+    mx.eval(model(prompt, cache=cache))
+    x = mx.random.randint(0, 4000, (batch, width), key=mx.random.key(7))
+    return _pipelined(model, cache, x, lambda: trim_prompt_cache(cache, width))
+
+
+def _ours(model, batch: int, width: int) -> tuple[random.Random, list, mx.array]:
+    """A seeded generator, our RaggedBatchKVCache prefilled with `batch` prompts of CONTEXT
+    tokens, and a step's input of `width` tokens a row."""
+    prompts = [[100 + (7 * b + i) % 3000 for i in range(CONTEXT)] for b in range(batch)]
+    x = mx.random.randint(0, 4000, (batch, width), key=mx.random.key(7))
+    return random.Random(batch), prefilled_batch(model, prompts, ours=True), x
+
+
 def compaction_ms(model, batch: int) -> float:
     """One compaction of every layer's cache (holes in every row), evaluated."""
-    import random
-
-    rng = random.Random(batch)
-    prompts = [[100 + (7 * b + i) % 3000 for i in range(CONTEXT)] for b in range(batch)]
-    cache = prefilled_batch(model, prompts, ours=True)
-    x = mx.random.randint(0, 4000, (batch, 5), key=mx.random.key(7))
+    rng, cache, x = _ours(model, batch, 5)
     for _ in range(8):
         mx.eval(model(x, cache=cache))
         for c in cache:
@@ -70,29 +80,18 @@ def compaction_ms(model, batch: int) -> float:
 def timed_ours(model, batch: int, width: int, *, ragged: bool) -> float:
     """The same loop over our RaggedBatchKVCache: each row keeps two of its `width` positions
     (even), or one to `width` of them at random (ragged: rows of different lengths, holes)."""
-    import random
-
-    rng = random.Random(batch)
-    prompts = [[100 + (7 * b + i) % 3000 for i in range(CONTEXT)] for b in range(batch)]
-    cache = prefilled_batch(model, prompts, ours=True)
-    x = mx.random.randint(0, 4000, (batch, width), key=mx.random.key(7))
+    rng, cache, x = _ours(model, batch, width)
     keep = min(2, width)
-    out = None
-    start = 0.0
-    for i in range(STEPS + WARM):
-        if i == WARM:
-            mx.eval(out)
-            start = time.perf_counter()
-        out = mx.argmax(model(x, cache=cache), axis=-1)
-        mx.async_eval(out)
+
+    def give_back() -> None:
         if ragged:
             surplus = [width - rng.randint(1, width) for _ in range(batch)]
         else:
             surplus = [width - keep] * batch
         if any(surplus):
             rollback_rows(cache, surplus)
-    mx.eval(out)
-    return 1e3 * (time.perf_counter() - start) / STEPS
+
+    return _pipelined(model, cache, x, give_back)
 
 
 def skip_attention(queries, keys, values, cache, scale, mask, sinks=None):
