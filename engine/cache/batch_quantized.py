@@ -23,10 +23,10 @@ from mlx_lm.models.cache import (
     BatchKVCache,
     KVCache,
     QuantizedKVCache,
-    dynamic_roll,
 )
 
 from engine.cache import mlx_lm_private as private
+from engine.cache.position_moves import roll_positions
 
 Quantized = tuple[mx.array, mx.array, mx.array]
 
@@ -215,7 +215,7 @@ class BatchQuantizedKVCache(private.BaseCache):
         if self.keys is None:
             return
         self.keys, self.values = tree_map(
-            lambda x: dynamic_roll(x, shifts, axis=2), (self.keys, self.values)
+            lambda x: roll_positions(x, shifts), (self.keys, self.values)
         )
 
     # -- batch membership ----------------------------------------------------------------------

@@ -26,6 +26,7 @@ import numpy as np
 from mlx_lm.models.cache import BatchKVCache, BatchRotatingKVCache, KVCache
 
 from engine.cache import mlx_lm_private as private
+from engine.cache.position_moves import take_positions
 
 DEFAULT_COMPACT_FRACTION = 0.25  # compact when holes exceed this share of the buffer
 
@@ -183,8 +184,10 @@ class RaggedBatchKVCache(BatchKVCache):
         if self.holes > DEFAULT_COMPACT_FRACTION * max(self.written, 1) and self.holes > 16:
             self.compact()
 
-    def rollback(self, surplus: list[int]) -> None:
-        """Drop the last surplus[i] written positions of row i."""
+    def rollback(self, surplus: list[int], *, extra_array: mx.array | None = None) -> None:
+        """Drop the last surplus[i] written positions of row i. `extra_array`: the rows' surplus
+        beyond the least as an array [B], made once for every layer of a model
+        (engine/speculative/rollback.py) instead of once per layer from host data."""
         smallest = min(surplus)
         if smallest:
             self.trim(smallest)
@@ -196,7 +199,7 @@ class RaggedBatchKVCache(BatchKVCache):
             for row, e in enumerate(extra):
                 if e:
                     self.hole_spans.append((row, self.written - e, self.written))
-            self.offset = self.offset - mx.array(extra)
+            self.offset = self.offset - (mx.array(extra) if extra_array is None else extra_array)
             self.holes += max(extra)
         self._compact_if_holey()
 
@@ -218,9 +221,8 @@ class RaggedBatchKVCache(BatchKVCache):
         if capacity > self.written:
             tail = mx.arange(self.written, capacity)[None]
             order = mx.concatenate([order, mx.broadcast_to(tail, (order.shape[0], tail.size))], 1)
-        idx = order[:, None, :, None]
-        self.keys = mx.take_along_axis(self.keys, idx, axis=2)
-        self.values = mx.take_along_axis(self.values, idx, axis=2)
+        self.keys = take_positions(self.keys, order)
+        self.values = take_positions(self.values, order)
         self.left_padding = self.written - real
         self.hole_spans, self.holes = [], 0
 

@@ -12,11 +12,12 @@ from __future__ import annotations
 from typing import Any
 
 import mlx.core as mx
-from mlx_lm.models.cache import BatchKVCache, BatchRotatingKVCache, dynamic_roll
+from mlx_lm.models.cache import BatchKVCache, BatchRotatingKVCache
 
 from engine.cache import mlx_lm_private as private
 from engine.cache.batch_quantized import BatchQuantizedKVCache
 from engine.cache.cache_list import leaves
+from engine.cache.position_moves import roll_positions
 from engine.cache.ragged import RaggedBatchKVCache
 from engine.cache.recurrent import is_recurrent
 
@@ -29,12 +30,13 @@ def rollback_rows(layers: list[Any], surplus: list[int]) -> None:
     """Drop the last `surplus[i]` positions of row i in every layer's batch cache."""
     smallest = min(surplus)
     shifts = [s - smallest for s in surplus]
-    roll = mx.array(shifts)[:, None] if any(shifts) else None
+    shift = mx.array(shifts) if any(shifts) else None  # one array for every layer
+    roll = shift[:, None] if shift is not None else None
     for layer in leaves(layers):
         if is_recurrent(layer):
             continue  # recurrent state goes back whole (engine/cache/recurrent.py)
         if isinstance(layer, RaggedBatchKVCache):
-            layer.rollback(surplus)
+            layer.rollback(surplus, extra_array=shift)
         elif isinstance(layer, BatchRotatingKVCache):
             _rollback_rotating(layer, roll, smallest)
         elif isinstance(layer, BatchKVCache):
@@ -48,8 +50,8 @@ def rollback_rows(layers: list[Any], surplus: list[int]) -> None:
 def _rollback_kv(cache: BatchKVCache, roll: mx.array | None, smallest: int) -> None:
     if roll is not None:
         # the whole buffer, spare capacity included, so the next write needs no reallocation
-        cache.keys = dynamic_roll(cache.keys, roll, axis=2)
-        cache.values = dynamic_roll(cache.values, roll, axis=2)
+        cache.keys = roll_positions(cache.keys, roll)
+        cache.values = roll_positions(cache.values, roll)
         shift = roll[:, 0]
         cache.left_padding = cache.left_padding + shift
         cache.offset = cache.offset - shift
@@ -79,8 +81,8 @@ def _rollback_rotating(cache: BatchRotatingKVCache, roll: mx.array | None, small
         raise RollbackError("a rotated sliding-window cache cannot roll back")
     if roll is not None:
         idx = private.write_index(cache)
-        cache.keys = dynamic_roll(cache.keys[..., :idx, :], roll, axis=2)
-        cache.values = dynamic_roll(cache.values[..., :idx, :], roll, axis=2)
+        cache.keys = roll_positions(cache.keys[..., :idx, :], roll)
+        cache.values = roll_positions(cache.values[..., :idx, :], roll)
         shift = roll[:, 0]
         cache.left_padding = cache.left_padding + shift
         cache.offset = cache.offset - shift

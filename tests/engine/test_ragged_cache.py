@@ -113,3 +113,34 @@ def test_positions_given_back_lazily_are_hidden_before_they_are_read_back():
     lazy.settle([3, 2])
     assert real_positions(lazy) == [[0, 1, 2, 3, 4, 5, 6, 8, 9, 10], [0, 1, 2, 3, 8, 9]]
     assert lazy.offset.tolist() == [10, 6] and lazy.pending == []
+
+
+def test_compaction_moves_every_head_and_both_value_sizes_alike():
+    """Compaction gathers each row's real positions for every head, keys and values of
+    different sizes alike: what each head attends to is unchanged."""
+    cache = RaggedBatchKVCache([1, 0])
+    cache.whole_buffer = False
+    keys = mx.random.normal((2, 3, 7, 4), key=mx.random.key(1))
+    values = mx.random.normal((2, 3, 7, 6), key=mx.random.key(2))
+    cache.update_and_fetch(keys, values)
+    cache.rollback([1, 3])  # both drop the last position; row 1 leaves two more as holes
+    valid = cache.valid_map(cache.written).tolist()
+    before_k = [
+        [[k for k, ok in zip(head, valid[b]) if ok] for head in row]
+        for b, row in enumerate(cache.keys[:, :, : cache.written].tolist())
+    ]
+    before_v = [
+        [[v for v, ok in zip(head, valid[b]) if ok] for head in row]
+        for b, row in enumerate(cache.values[:, :, : cache.written].tolist())
+    ]
+    cache.compact()
+    assert cache.hole_spans == [] and cache.left_padding.tolist() == [1, 2]
+    pad = cache.left_padding.tolist()
+    after_k = [
+        [head[pad[b] : cache.written] for head in row] for b, row in enumerate(cache.keys.tolist())
+    ]
+    after_v = [
+        [head[pad[b] : cache.written] for head in row]
+        for b, row in enumerate(cache.values.tolist())
+    ]
+    assert after_k == before_k and after_v == before_v
