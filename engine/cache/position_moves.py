@@ -5,9 +5,10 @@ when rows give positions back: compaction gathers a row's real positions (engine
 and a per-row rollback rolls a row right by its surplus (engine/speculative/rollback.py). MLX's
 `take_along_axis` with indices broadcast over heads and values (as mlx-lm's `dynamic_roll` does)
 computes every element's index on its own; seen as [B * H * L, D] the same move takes whole rows
-of D values, each once: a compaction of every layer of the default model took 23 ms against 52
-at four rows and 67 against 170 at sixteen on the 2-core CPU (docs/benchmarks.md, twenty-eighth
-pass).
+of D values, each once. A compaction of every layer of the default model took 17 ms against 44
+at four rows and 60 against 163 at sixteen on the 2-core CPU; the 8B's gathers at sixteen rows
+4.6-4.8 ms against 13.7 on an H100, and its rolls half the time there (docs/benchmarks.md,
+twenty-eighth pass).
 """
 
 from __future__ import annotations
