@@ -23,14 +23,16 @@ def take_positions(x: mx.array, order: mx.array) -> mx.array:
     every index between the row and the sequence axes."""
     B, L, D = x.shape[0], x.shape[-2], x.shape[-1]
     heads = math.prod(x.shape[1:-2])
-    starts = (mx.arange(B * heads, dtype=mx.int32) * L).reshape(B, heads, 1)
-    rows = (starts + order.astype(mx.int32)[:, None, :]).reshape(-1)
+    index = mx.int32 if B * heads * L < 2**31 else mx.int64  # a row index must not wrap
+    starts = (mx.arange(B * heads, dtype=index) * L).reshape(B, heads, 1)
+    rows = (starts + order.astype(index)[:, None, :]).reshape(-1)
     return mx.take(x.reshape(B * heads * L, D), rows, axis=0).reshape(x.shape)
 
 
 def roll_positions(x: mx.array, shifts: mx.array) -> mx.array:
-    """x [B, ..., L, D] with row b rolled right by shifts[b] along the sequence axis (what
-    mlx-lm's `dynamic_roll(x, shifts[:, None], axis=-2)` computes)."""
+    """x [B, ..., L, D] with row b rolled right by shifts[b] (shifts [B] or [B, 1]) along the
+    sequence axis: for a cache [B, H, L, D], what mlx-lm's `dynamic_roll(x, shifts, axis=2)`
+    computes."""
     L = x.shape[-2]
     order = (mx.arange(L)[None] - shifts.reshape(-1, 1)) % L
     return take_positions(x, order)
