@@ -205,13 +205,14 @@ class BatchQuantizedKVCache(private.BaseCache):
     def finalize(self) -> None:
         if self.right_padding is not None:
             padding = self.right_padding
-            self.roll(padding[:, None])
+            self.roll(padding)
             self.offset = self.offset - padding
             self.left_padding = self.left_padding + padding
             self.right_padding = None
 
     def roll(self, shifts: mx.array) -> None:
-        """Roll every row right by shifts[i] along the sequence axis (all three parts)."""
+        """Roll every row right by shifts[i] ([B] or [B, 1]) along the sequence axis (all three
+        parts)."""
         if self.keys is None:
             return
         self.keys, self.values = tree_map(

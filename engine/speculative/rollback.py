@@ -30,48 +30,51 @@ def rollback_rows(layers: list[Any], surplus: list[int]) -> None:
     """Drop the last `surplus[i]` positions of row i in every layer's batch cache."""
     smallest = min(surplus)
     shifts = [s - smallest for s in surplus]
-    shift = mx.array(shifts) if any(shifts) else None  # one array for every layer
-    roll = shift[:, None] if shift is not None else None
+    shift = mx.array(shifts) if any(shifts) else None  # one array [B] for every layer
     for layer in leaves(layers):
         if is_recurrent(layer):
             continue  # recurrent state goes back whole (engine/cache/recurrent.py)
         if isinstance(layer, RaggedBatchKVCache):
             layer.rollback(surplus, extra_array=shift)
         elif isinstance(layer, BatchRotatingKVCache):
-            _rollback_rotating(layer, roll, smallest)
+            _rollback_rotating(layer, shift, smallest)
         elif isinstance(layer, BatchKVCache):
-            _rollback_kv(layer, roll, smallest)
+            _rollback_kv(layer, shift, smallest)
         elif isinstance(layer, BatchQuantizedKVCache):
-            _rollback_quantized(layer, roll, smallest)
+            _rollback_quantized(layer, shift, smallest)
         else:
             raise RollbackError(f"{type(layer).__name__} cannot roll back single rows")
 
 
-def _rollback_kv(cache: BatchKVCache, roll: mx.array | None, smallest: int) -> None:
-    if roll is not None:
+def _shift_rows(cache: Any, shift: mx.array) -> None:
+    """Rows rolled right by `shift`: their rolled-out tail is left padding now."""
+    cache.left_padding = cache.left_padding + shift
+    cache.offset = cache.offset - shift
+
+
+def _rollback_kv(cache: BatchKVCache, shift: mx.array | None, smallest: int) -> None:
+    if shift is not None:
         # the whole buffer, spare capacity included, so the next write needs no reallocation
-        cache.keys = roll_positions(cache.keys, roll)
-        cache.values = roll_positions(cache.values, roll)
-        shift = roll[:, 0]
-        cache.left_padding = cache.left_padding + shift
-        cache.offset = cache.offset - shift
+        cache.keys = roll_positions(cache.keys, shift)
+        cache.values = roll_positions(cache.values, shift)
+        _shift_rows(cache, shift)
     if smallest:
         cache.trim(smallest)
 
 
-def _rollback_quantized(cache: BatchQuantizedKVCache, roll: mx.array | None, smallest: int) -> None:
+def _rollback_quantized(
+    cache: BatchQuantizedKVCache, shift: mx.array | None, smallest: int
+) -> None:
     # the same scheme on all three parts (packed data, scales, biases): the sequence axis is
     # axis 2 for each of them
-    if roll is not None:
-        cache.roll(roll)
-        shift = roll[:, 0]
-        cache.left_padding = cache.left_padding + shift
-        cache.offset = cache.offset - shift
+    if shift is not None:
+        cache.roll(shift)
+        _shift_rows(cache, shift)
     if smallest:
         cache.trim(smallest)
 
 
-def _rollback_rotating(cache: BatchRotatingKVCache, roll: mx.array | None, smallest: int) -> None:
+def _rollback_rotating(cache: BatchRotatingKVCache, shift: mx.array | None, smallest: int) -> None:
     # A multi-token update (`_update_concat`, the target's verify) leaves the buffer in temporal
     # order holding max_size - 1 older positions plus the new ones, so the discarded tail never
     # reaches into what the window must keep. One-token updates rotate the buffer and overwrite
@@ -79,13 +82,11 @@ def _rollback_rotating(cache: BatchRotatingKVCache, roll: mx.array | None, small
     # its whole history instead: engine/speculative/draft_model.py).
     if cache.rotated:
         raise RollbackError("a rotated sliding-window cache cannot roll back")
-    if roll is not None:
+    if shift is not None:
         idx = private.write_index(cache)
-        cache.keys = roll_positions(cache.keys[..., :idx, :], roll)
-        cache.values = roll_positions(cache.values[..., :idx, :], roll)
-        shift = roll[:, 0]
-        cache.left_padding = cache.left_padding + shift
-        cache.offset = cache.offset - shift
+        cache.keys = roll_positions(cache.keys[..., :idx, :], shift)
+        cache.values = roll_positions(cache.values[..., :idx, :], shift)
+        _shift_rows(cache, shift)
     if smallest:
         private.set_write_index(cache, private.write_index(cache) - smallest)
         private.set_rotating_offset(cache, private.rotating_offset(cache) - smallest)
