@@ -73,7 +73,12 @@ def variants() -> list[tuple[str, str]]:
         t = TYPES[dtype]
         inputs = [("q", t), ("k", t), ("v", t), ("mask", "bool"), ("scale", "float")]
         for heads in layouts:  # query heads a block (grouping is opt-in)
-            template = [("T", t), ("D", d), ("WARPS", verify_attention_cuda.WARPS)]
+            template = [
+                ("T", t),
+                ("D", d),
+                ("WARPS", verify_attention_cuda.WARPS),
+                ("VROWS", verify_attention_cuda.value_rows(d)),
+            ]
             if heads > 1:
                 template.append(("HEADS", heads))
             source = verify_attention_cuda.kernel_source(heads=heads)

@@ -20,6 +20,7 @@ import mlx.core as mx
 import mlx.nn as nn
 
 from engine.device import cuda_available
+from engine.kernels.kernel_names import versioned_name
 from engine.kernels.switch import may_install
 
 DISABLE_ENV = "TANDEM_NO_CONV_KERNEL"
@@ -64,7 +65,7 @@ def depthwise_conv_cuda(x: mx.array, weight: mx.array) -> mx.array:
     global _kernel
     if _kernel is None:
         _kernel = mx.fast.cuda_kernel(
-            name="tandem_depthwise_conv1d",
+            name=versioned_name("tandem_depthwise_conv1d", _SOURCE),
             input_names=["x", "w"],
             output_names=["y"],
             source=_SOURCE,

@@ -14,6 +14,7 @@ from typing import Any
 import mlx.core as mx
 
 from engine.device import cuda_available
+from engine.kernels.kernel_names import versioned_name
 from engine.kernels.switch import may_install
 
 DISABLE_ENV = "TANDEM_NO_GDN_KERNEL"
@@ -140,11 +141,12 @@ _kernels: dict[tuple[bool, bool], Any] = {}
 def _kernel(*, has_mask: bool, vectorized: bool) -> Any:
     key = (has_mask, vectorized)
     if key not in _kernels:
+        source = kernel_source(has_mask=has_mask, vectorized=vectorized)
         _kernels[key] = mx.fast.cuda_kernel(
-            name=_variant_name(has_mask=has_mask, vectorized=vectorized),
+            name=versioned_name(_variant_name(has_mask=has_mask, vectorized=vectorized), source),
             input_names=kernel_input_names(has_mask=has_mask),
             output_names=["y", "state_out"],
-            source=kernel_source(has_mask=has_mask, vectorized=vectorized),
+            source=source,
         )
     return _kernels[key]
 

@@ -28,6 +28,7 @@ import mlx.core as mx
 import mlx.nn as nn
 
 from engine.device import on_cuda
+from engine.kernels.kernel_names import versioned_name
 from engine.kernels.switch import is_set, may_install
 
 log = logging.getLogger(__name__)
@@ -146,7 +147,7 @@ def skinny_matmul(
     global _kernel
     if _kernel is None:
         _kernel = mx.fast.cuda_kernel(
-            name="tandem_skinny_matmul",
+            name=versioned_name("tandem_skinny_matmul", _SOURCE),
             input_names=["x", "w"],
             output_names=["out"],
             source=_SOURCE,

@@ -28,6 +28,7 @@ from typing import Any
 import mlx.core as mx
 
 from engine.device import on_cuda
+from engine.kernels.kernel_names import versioned_name
 from engine.kernels.switch import is_set, may_install
 from engine.kernels.verify_attention_source import GROUPED_SOURCE, PER_HEAD_SOURCE
 
@@ -68,6 +69,13 @@ GROUPED_ENV = "TANDEM_GROUPED_ATTENTION"
 # the call to cuDNN (H100; docs/benchmarks.md, twenty-seventh pass)
 PER_HEAD_VERIFY_ENV = "TANDEM_PER_HEAD_VERIFY_ATTENTION"
 FLOATS = (mx.float32, mx.float16, mx.bfloat16)
+# Value rows a lane loads before adding any (the value pass, verify_attention_source.py): more
+# loads in flight, more registers. As many rows as keep a lane's loaded values within this many
+# (8 rows for heads of 64-128, 4 for 256). Against one row at a time, per call on an H100: a
+# median 0.74x at 4-32 rows of several queries, 0.88x for one query (head size 128); 16 rows
+# were no faster and once 1 bfloat16 step apart (docs/benchmarks.md, twenty-ninth pass).
+VALUE_FLOATS_PER_LANE = 32
+VALUE_ROWS = (1, 2, 4, 8)
 
 SdpaFn = Callable[..., mx.array]
 _kernels: dict[bool, Any] = {}  # grouped or not: MLX's compiled kernel objects
@@ -136,6 +144,13 @@ def heads_per_block(group: int, queries: int = 1) -> int:
     return heads
 
 
+def value_rows(head_dim: int) -> int:
+    """Value rows a lane loads at once for heads of `head_dim`: the most of VALUE_ROWS whose
+    values fit in VALUE_FLOATS_PER_LANE (one row at least)."""
+    per_lane = max(1, head_dim // 32)
+    return max([1] + [r for r in VALUE_ROWS if r * per_lane <= VALUE_FLOATS_PER_LANE])
+
+
 def key_bytes_read(q: mx.array, k: mx.array) -> int:
     """Bytes of keys the kernel reads for a call: each block reads its key head's keys once."""
     B, Hq, N, D = q.shape
@@ -146,23 +161,36 @@ def key_bytes_read(q: mx.array, k: mx.array) -> int:
 def _kernel(grouped: bool) -> Any:
     kernel = _kernels.get(grouped)
     if kernel is None:
+        source = GROUPED_SOURCE if grouped else PER_HEAD_SOURCE
         kernel = _kernels[grouped] = mx.fast.cuda_kernel(
-            name="tandem_verify_attention" + ("_grouped" if grouped else ""),
+            name=versioned_name(
+                "tandem_verify_attention" + ("_grouped" if grouped else ""), source
+            ),
             input_names=["q", "k", "v", "mask", "scale"],
             output_names=["out"],
-            source=GROUPED_SOURCE if grouped else PER_HEAD_SOURCE,
+            source=source,
         )
     return kernel
 
 
 def verify_attention(
-    q: mx.array, k: mx.array, v: mx.array, *, scale: float, mask: mx.array
+    q: mx.array,
+    k: mx.array,
+    v: mx.array,
+    *,
+    scale: float,
+    mask: mx.array,
+    rows_at_once: int | None = None,
 ) -> mx.array:
     """softmax(q k^T * scale, masked) v for q [B, Hq, N, D], k / v [B, Hk, L, D] and a boolean
-    mask [B or 1, 1, N, L]: [B, Hq, N, D]."""
+    mask [B or 1, 1, N, L]: [B, Hq, N, D]. `rows_at_once`: value rows a lane loads at once (one of
+    VALUE_ROWS; default `value_rows(D)`), the same result whatever it is."""
     B, Hq, N, D = q.shape
     heads = heads_per_block(Hq // k.shape[1], N)
-    template = [("T", q.dtype), ("D", D), ("WARPS", WARPS)]
+    rows = value_rows(D) if rows_at_once is None else rows_at_once
+    if rows not in VALUE_ROWS:
+        raise ValueError(f"rows_at_once must be one of {VALUE_ROWS}, not {rows}")
+    template = [("T", q.dtype), ("D", D), ("WARPS", WARPS), ("VROWS", rows)]
     if heads > 1:
         template.append(("HEADS", heads))
     (out,) = _kernel(heads > 1)(

@@ -18,11 +18,52 @@ grouped one (a median 0.77x per head at 4-32 rows on an H100, twenty-seventh pas
 _SHAPES = """
   constexpr int PER_LANE = D / 32;
   constexpr int VEC = 16 / sizeof(T);
+  constexpr unsigned CHUNK_BITS = (1u << VROWS) - 1u;
   const float NEG_INF = -__int_as_float(0x7f800000);
   const int Hq = q_shape[1];
   const int N = q_shape[2];
   const int Hk = k_shape[1];
   const int L = k_shape[2];
+"""
+# The value pass takes a warp's 32 keys VROWS (a template constant: 1, 2, 4 or 8) at a time:
+# every lane loads its PER_LANE values of the VROWS rows first (in the widest words their
+# size allows), then adds them in key order. One row at a time (each load after the last row's
+# multiply-adds) left a block waiting on 32 loads in series per 32 keys. A row outside `used` (a
+# masked key; with one head a block, also a key weighted 0) is read as zeros, so whatever its
+# buffer holds (a NaN in an unwritten position) adds nothing; a row past L (the last chunk of a
+# short buffer) is read as row L - 1 and is never used.
+_CHUNK_LOADS = """      constexpr int VBYTES = PER_LANE * sizeof(T);
+      alignas(16) T vr[VROWS][PER_LANE];
+      #pragma unroll
+      for (int u = 0; u < VROWS; ++u) {
+        const int row = min(base + t0 + u, L - 1);
+        const T* vj = vp + static_cast<int64_t>(row) * D + lane * PER_LANE;
+        const bool on = (used >> (t0 + u)) & 1u;
+        if constexpr (VBYTES % 16 == 0) {
+          #pragma unroll
+          for (int w = 0; w < VBYTES / 16; ++w) {
+            const uint4 word = reinterpret_cast<const uint4*>(vj)[w];
+            reinterpret_cast<uint4*>(vr[u])[w] = on ? word : make_uint4(0u, 0u, 0u, 0u);
+          }
+        } else if constexpr (VBYTES % 8 == 0) {
+          #pragma unroll
+          for (int w = 0; w < VBYTES / 8; ++w) {
+            const uint2 word = reinterpret_cast<const uint2*>(vj)[w];
+            reinterpret_cast<uint2*>(vr[u])[w] = on ? word : make_uint2(0u, 0u);
+          }
+        } else if constexpr (VBYTES % 4 == 0) {
+          #pragma unroll
+          for (int w = 0; w < VBYTES / 4; ++w) {
+            const unsigned word = reinterpret_cast<const unsigned*>(vj)[w];
+            reinterpret_cast<unsigned*>(vr[u])[w] = on ? word : 0u;
+          }
+        } else {
+          #pragma unroll
+          for (int i = 0; i < PER_LANE; ++i) {
+            vr[u][i] = on ? vj[i] : static_cast<T>(0.0f);
+          }
+        }
+      }
 """
 _ROW_POINTERS = """
   const int64_t kv = (static_cast<int64_t>(b) * Hk + hk) * L;
@@ -33,9 +74,9 @@ _ROW_POINTERS = """
 """
 
 # MLX wraps this in `__global__ void custom_kernel_<name>(const T* q, const Shape q_shape, ...,
-# const bool* mask, const Shape mask_shape, const float* scale, T* out)`; T, D and WARPS become
-# `using` / `constexpr int`. q / out [B, Hq, N, D], k / v [B, Hk, L, D], mask [Bm, 1, N, L] with
-# Bm 1 or B. Launch: one block of WARPS warps per (b, hq, n).
+# const bool* mask, const Shape mask_shape, const float* scale, T* out)`; T, D, WARPS and VROWS
+# become `using` / `constexpr int`. q / out [B, Hq, N, D], k / v [B, Hk, L, D], mask
+# [Bm, 1, N, L] with Bm 1 or B. Launch: one block of WARPS warps per (b, hq, n).
 PER_HEAD_SOURCE = (
     _SHAPES
     + """  const int block = blockIdx.x;
@@ -105,13 +146,20 @@ PER_HEAD_SOURCE = (
     for (int i = 0; i < PER_LANE; ++i) {
       acc[i] *= keep;
     }
-    for (int t = 0; t < 32; ++t) {
-      const float pt = __shfl_sync(0xffffffff, p, t);
-      if (pt != 0.0f) {
-        const T* vj = vp + static_cast<int64_t>(base + t) * D + lane * PER_LANE;
+    const unsigned used = __ballot_sync(0xffffffff, p != 0.0f);
+    #pragma unroll
+    for (int t0 = 0; t0 < 32; t0 += VROWS) {
+      if (((used >> t0) & CHUNK_BITS) == 0u) {
+        continue;
+      }
+"""
+    + _CHUNK_LOADS
+    + """      #pragma unroll
+      for (int u = 0; u < VROWS; ++u) {
+        const float pt = __shfl_sync(0xffffffff, p, t0 + u);
         #pragma unroll
         for (int i = 0; i < PER_LANE; ++i) {
-          acc[i] = fmaf(pt, static_cast<float>(vj[i]), acc[i]);
+          acc[i] = fmaf(pt, static_cast<float>(vr[u][i]), acc[i]);
         }
       }
     }
@@ -154,10 +202,11 @@ PER_HEAD_SOURCE = (
 
 
 # MLX wraps this in `__global__ void custom_kernel_<name>(const T* q, const Shape q_shape, ...,
-# const bool* mask, const Shape mask_shape, const float* scale, T* out)`; T, D, WARPS and HEADS
-# become `using` / `constexpr int`. q / out [B, Hq, N, D], k / v [B, Hk, L, D], mask [Bm, 1, N, L]
-# with Bm 1 or B. Launch: one block of WARPS warps per (b, group of HEADS query heads that share
-# a key head, n). Each query head's arithmetic is the same, in the same order, whatever HEADS is.
+# const bool* mask, const Shape mask_shape, const float* scale, T* out)`; T, D, WARPS, VROWS and
+# HEADS become `using` / `constexpr int`. q / out [B, Hq, N, D], k / v [B, Hk, L, D], mask
+# [Bm, 1, N, L] with Bm 1 or B. Launch: one block of WARPS warps per (b, group of HEADS query
+# heads that share a key head, n). Each query head's arithmetic is the same, in the same order,
+# whatever HEADS is.
 GROUPED_SOURCE = (
     _SHAPES
     + """  const int groups = Hq / HEADS;  // blocks per row and query
@@ -265,20 +314,24 @@ GROUPED_SOURCE = (
         m[h] = m_new;
       }
     }
-    for (int t = 0; t < 32; ++t) {
-      if (!((alive >> t) & 1u)) {
+    const unsigned used = alive;  // a live key's weights may be 0 for some heads: they add 0
+    #pragma unroll
+    for (int t0 = 0; t0 < 32; t0 += VROWS) {
+      if (((used >> t0) & CHUNK_BITS) == 0u) {
         continue;
       }
-      const T* vj = vp + static_cast<int64_t>(base + t) * D + lane * PER_LANE;
-      float vf[PER_LANE];
-      #pragma unroll
-      for (int i = 0; i < PER_LANE; ++i) {
-        vf[i] = static_cast<float>(vj[i]);
-      }
-      #pragma unroll
-      for (int h = 0; h < HEADS; ++h) {
-        const float pt = __shfl_sync(0xffffffff, p[h], t);
-        if (pt != 0.0f) {
+"""
+    + _CHUNK_LOADS
+    + """      #pragma unroll
+      for (int u = 0; u < VROWS; ++u) {
+        float vf[PER_LANE];
+        #pragma unroll
+        for (int i = 0; i < PER_LANE; ++i) {
+          vf[i] = static_cast<float>(vr[u][i]);
+        }
+        #pragma unroll
+        for (int h = 0; h < HEADS; ++h) {
+          const float pt = __shfl_sync(0xffffffff, p[h], t0 + u);  // 0 for a masked key
           #pragma unroll
           for (int i = 0; i < PER_LANE; ++i) {
             acc[h][i] = fmaf(pt, vf[i], acc[h][i]);
