@@ -3,7 +3,7 @@ session 33 (its value rows loaded one at a time, `serial_values_source.py`): the
 bit-equal (the arithmetic is the same, in the same order), and ms per call in groups of calls.
 One query takes the per-head layout, several the grouped one, as the engine routes them.
 
-    python va_rows.py --json out.json
+    python va_rows.py [--other-sizes] --json out.json   # with serial_values_source.py beside it
 """
 
 # ruff: noqa: B023 - the closures run inside the loop iteration that made them
@@ -24,7 +24,7 @@ import serial_values_source as serial
 from engine.bench.attention_check import per_call_ms, verify_mask
 from engine.kernels import verify_attention_cuda as vac
 
-ROWS = (2, 4, 8, 16)
+ROWS = (1, 2, 4, 8)  # 16 ran in this session's calls (data/), since withdrawn
 
 
 def serial_kernel(grouped: bool):
@@ -64,21 +64,40 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--json", default=None)
     p.add_argument("--repeats", type=int, default=10)
+    p.add_argument(
+        "--other-sizes",
+        action="store_true",
+        help="also head sizes 256 and 96 (bfloat16, float32) and float16 at 128",
+    )
     args = p.parse_args()
     vac.uninstall()
     vac.set_grouping(False, verify=True)  # as the engine routes: grouped for several queries
     rows = []
-    shapes = itertools.product(
-        (1, 4, 16, 32), (1, 5, 9, 17), (256, 512, 2048), ((32, 8, 128), (32, 8, 64))
+    shapes = list(
+        itertools.product(
+            (1, 4, 16, 32),
+            (1, 5, 9, 17),
+            (256, 512, 2048),
+            ((32, 8, 128), (32, 8, 64)),
+            ("bfloat16",),
+        )
     )
-    for batch, n, keys, (hq, hk, d) in shapes:
+    if args.other_sizes:  # the word widths the default shapes never take, at fewer points
+        shapes += itertools.product(
+            (1, 16), (1, 5), (256, 2048), ((8, 4, 256), (32, 8, 96)), ("bfloat16", "float32")
+        )
+        shapes += itertools.product((1, 16), (1, 5), (256,), ((32, 8, 128),), ("float16",))
+    for batch, n, keys, (hq, hk, d), dtype_name in shapes:
         rnd = mx.random.normal
-        q = rnd((batch, hq, n, d), key=mx.random.key(1)).astype(mx.bfloat16)
-        k = rnd((batch, hk, keys, d), key=mx.random.key(2)).astype(mx.bfloat16)
-        v = rnd((batch, hk, keys, d), key=mx.random.key(3)).astype(mx.bfloat16)
+        dtype = getattr(mx, dtype_name)
+        q = rnd((batch, hq, n, d), key=mx.random.key(1)).astype(dtype)
+        k = rnd((batch, hk, keys, d), key=mx.random.key(2)).astype(dtype)
+        v = rnd((batch, hk, keys, d), key=mx.random.key(3)).astype(dtype)
         mask = verify_mask(batch, n, keys)
         scale = d**-0.5
-        row = dict(batch=batch, n=n, keys=keys, d=d, default_rows=vac.value_rows(d))
+        row = dict(
+            batch=batch, n=n, keys=keys, d=d, dtype=dtype_name, default_rows=vac.value_rows(d)
+        )
         want = serial_attention(q, k, v, scale=scale, mask=mask)
         row["serial_ms"] = round(
             per_call_ms(lambda: serial_attention(q, k, v, scale=scale, mask=mask), args.repeats), 4
@@ -104,7 +123,8 @@ def main() -> None:
             f"r{r}={row[f'rows{r}'][0]:.4f}{'' if row[f'rows{r}'][1] else '!DIFF'}" for r in ROWS
         )
         print(
-            f"B={batch:2d} N={n:2d} L={keys:5d} D={d:3d} serial={row['serial_ms']:.4f} {cells}",
+            f"B={batch:2d} N={n:2d} L={keys:5d} D={d:3d} {dtype_name} serial={row['serial_ms']:.4f}"
+            f" {cells}",
             flush=True,
         )
     if args.json:
