@@ -115,6 +115,13 @@ def test_positions_given_back_lazily_are_hidden_before_they_are_read_back():
     assert lazy.offset.tolist() == [10, 6] and lazy.pending == []
 
 
+def _kept(rows: list, marks: list) -> list:
+    """Per row and head, the positions whose mark is set."""
+    return [
+        [[x for x, ok in zip(head, marks[b]) if ok] for head in row] for b, row in enumerate(rows)
+    ]
+
+
 def test_compaction_moves_every_head_and_both_value_sizes_alike():
     """Compaction gathers each row's real positions for every head, keys and values of
     different sizes alike: what each head attends to is unchanged."""
@@ -125,22 +132,10 @@ def test_compaction_moves_every_head_and_both_value_sizes_alike():
     cache.update_and_fetch(keys, values)
     cache.rollback([1, 3])  # both drop the last position; row 1 leaves two more as holes
     valid = cache.valid_map(cache.written).tolist()
-    before_k = [
-        [[k for k, ok in zip(head, valid[b]) if ok] for head in row]
-        for b, row in enumerate(cache.keys[:, :, : cache.written].tolist())
-    ]
-    before_v = [
-        [[v for v, ok in zip(head, valid[b]) if ok] for head in row]
-        for b, row in enumerate(cache.values[:, :, : cache.written].tolist())
-    ]
+    before_k = _kept(cache.keys[:, :, : cache.written].tolist(), valid)
+    before_v = _kept(cache.values[:, :, : cache.written].tolist(), valid)
     cache.compact()
     assert cache.hole_spans == [] and cache.left_padding.tolist() == [1, 2]
-    pad = cache.left_padding.tolist()
-    after_k = [
-        [head[pad[b] : cache.written] for head in row] for b, row in enumerate(cache.keys.tolist())
-    ]
-    after_v = [
-        [head[pad[b] : cache.written] for head in row]
-        for b, row in enumerate(cache.values.tolist())
-    ]
-    assert after_k == before_k and after_v == before_v
+    settled = cache.valid_map(cache.written).tolist()  # left padding only, after compaction
+    assert _kept(cache.keys[:, :, : cache.written].tolist(), settled) == before_k
+    assert _kept(cache.values[:, :, : cache.written].tolist(), settled) == before_v
