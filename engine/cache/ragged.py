@@ -153,10 +153,13 @@ class RaggedBatchKVCache(BatchKVCache):
 
     # -- giving positions back -------------------------------------------------------------------
 
-    def give_back_lazily(self, width: int, kept: mx.array) -> None:
+    def give_back_lazily(
+        self, width: int, kept: mx.array, *, unkept: mx.array | None = None
+    ) -> None:
         """The last `width` written positions were a round whose row i keeps its first
-        `kept[i]` (an array not yet read back): the rest leave the row at once on the device."""
-        self.offset = self.offset - (width - kept)
+        `kept[i]` (an array not yet read back): the rest leave the row at once on the device.
+        `unkept`: `width - kept`, made once for every layer (one op a layer fewer)."""
+        self.offset = self.offset - (width - kept if unkept is None else unkept)
         self.pending.append((self.written - width, width, kept))
 
     def settle(self, kept: list[int]) -> None:

@@ -19,6 +19,7 @@ alone (one copy each way).
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import mlx.core as mx
@@ -336,7 +337,9 @@ class DecodeBatch:
         """The target's tokens at positions 0..len(draft) of each row's draft (None for a row
         whose sampling failed, with its message); `histories[i]` ends with row i's pending
         input."""
+        start = time.perf_counter()
         mx.eval(pending.logits)
+        pending.wait_s = time.perf_counter() - start
         contexts = [
             row.sampler.draft_contexts(history, d)
             for row, history, d in zip(self.rows, histories, pending.drafts)

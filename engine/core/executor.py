@@ -380,6 +380,8 @@ class ModelExecutor:
         timing.verify_rounds += 1
         timing.plan_s += t1 - t0
         timing.forward_s += verify_s
+        timing.verify_launch_s += t_launched - t1
+        timing.verify_wait_s += verify.wait_s
         timing.rollback_s += t3 - t2
         timing.output_s += t_streamed - t_launched
         return bool(riders)

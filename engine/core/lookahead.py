@@ -68,6 +68,7 @@ class AheadRound:
     # rows whose input in this round proved wrong (a tie corrected the round before): they
     # keep nothing of it and report nothing
     void: list[bool] = field(default_factory=list)
+    wait_s: float = 0.0  # how long `read_back` waited for the device
 
 
 def raw_argmax(logits: mx.array) -> mx.array:
@@ -142,8 +143,10 @@ def launch(
     matched = (proposed == targets[:, : width - 1].astype(mx.int32)).astype(mx.int32)
     accepted = mx.cumprod(matched, axis=1).sum(axis=1)
     bonus = mx.take_along_axis(targets, accepted[:, None], axis=1)[:, 0]
+    kept = accepted + 1
+    unkept = width - kept
     for layer in leaves(batch.cache):
-        layer.give_back_lazily(width, accepted + 1)
+        layer.give_back_lazily(width, kept, unkept=unkept)
     batch.inputs = bonus.astype(mx.uint32)
     batch.input_is_sampled = [False] * len(batch.rows)
     mx.async_eval(targets, accepted, batch.inputs, *([near] if near is not None else []))
@@ -170,7 +173,9 @@ def read_back(
     corrected, and its part of `following` made void), the given-back positions become holes,
     the rows' lengths grow by what they kept, and `following` learns which of its drafts were
     drawn on a wrong guess."""
+    start = time.perf_counter()
     mx.eval(done.targets, done.accepted, *([done.near] if done.near is not None else []))
+    done.wait_s = time.perf_counter() - start
     targets, accepted = done.targets.tolist(), done.accepted.tolist()
     if done.near is not None:
         _break_ties(batch, done, following, targets, accepted)
@@ -318,6 +323,8 @@ class RoundsAhead:
         timing.verify_rounds += 1
         timing.plan_s += t1 - t0
         timing.forward_s += (t_launched - t1) + (t2 - t_waited)
+        timing.verify_launch_s += t_launched - t1
+        timing.verify_wait_s += last.wait_s if last is not None else 0.0
         timing.output_s += t_waited - t_launched
         out.draft_s, out.verify_s, out.sample_s = t1 - t0, t2 - t1, 0.0
         return drafts, self.in_flight.width

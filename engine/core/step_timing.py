@@ -20,6 +20,10 @@ class StepTiming:
     plan_s: float = 0.0  # choosing k and proposing host-side drafts (lookup, synthetic)
     draft_model_s: float = 0.0  # the draft model's forwards
     forward_s: float = 0.0  # building and running the target's verify forward
+    # its two parts: building and queueing it (host work: Python, then MLX's encoding), and
+    # waiting for its results (device time the host's work did not cover)
+    verify_launch_s: float = 0.0
+    verify_wait_s: float = 0.0
     sample_s: float = 0.0  # picking the target's tokens from the verify logits
     rollback_s: float = 0.0  # acceptance and per-row cache rollback
     output_s: float = 0.0  # detokenizing, stop strings, events
@@ -39,7 +43,16 @@ class StepTiming:
             "plain_wait": 1e3 * self.plain_wait_s / p if p else 0.0,
         }
         n = self.verify_rounds
-        for part in ("plan_s", "draft_model_s", "forward_s", "sample_s", "rollback_s", "output_s"):
+        for part in (
+            "plan_s",
+            "draft_model_s",
+            "forward_s",
+            "verify_launch_s",
+            "verify_wait_s",
+            "sample_s",
+            "rollback_s",
+            "output_s",
+        ):
             out[part[:-2]] = 1e3 * getattr(self, part) / n if n else 0.0
         return {k: round(v, 3) for k, v in out.items()}
 

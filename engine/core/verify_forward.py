@@ -21,3 +21,4 @@ class Verify:
     starts: list[int]  # each row's position of x[i][0]
     hidden: mx.array | None = None  # [B, width, d] when hidden states were wanted
     capture: recurrent_capture.ForwardCapture | None = None  # what the recurrent layers were fed
+    wait_s: float = 0.0  # how long verify_collect waited for the logits
