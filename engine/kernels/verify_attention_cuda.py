@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
+from functools import cache
 from typing import Any
 
 import mlx.core as mx
@@ -144,6 +145,7 @@ def heads_per_block(group: int, queries: int = 1) -> int:
     return heads
 
 
+@cache  # called for every attention call of every layer: a few head sizes, worked out once
 def value_rows(head_dim: int) -> int:
     """Value rows a lane loads at once for heads of `head_dim`: the most of VALUE_ROWS whose
     values fit in VALUE_FLOATS_PER_LANE (one row at least)."""

@@ -80,6 +80,6 @@ def test_the_value_rows_a_lane_loads_fit_its_registers():
 def test_value_rows_outside_those_compiled_are_refused(built):
     q = mx.zeros((1, 8, 5, 64), mx.float16)
     kv = mx.zeros((1, 2, 32, 64), mx.float16)
+    mask = mx.ones((1, 1, 5, 32), mx.bool_)
     with pytest.raises(ValueError, match="rows_at_once"):
-        vac.verify_attention(q, kv, kv, scale=0.1, mask=mx.ones((1, 1, 5, 32), mx.bool_),
-                             rows_at_once=3)  # fmt: skip
+        vac.verify_attention(q, kv, kv, scale=0.1, mask=mask, rows_at_once=3)
