@@ -33,6 +33,7 @@ from engine.hosting.fair_share import FairShare
 from engine.hosting.model_loader import slice_seconds
 from engine.hosting.request_router import RequestRouter
 from engine.kernels.compiled_cache import keep_compiled_kernels
+from engine.kernels.stale_kernels import prune_stale_kernels
 from engine.kernels.temp_folder import mend_temp_folder
 from engine.requests import ErrorEvent, Event, FinishedEvent, GenerationRequest
 
@@ -146,7 +147,9 @@ class EngineWorker(threading.Thread):
 
     def _serve(self) -> None:
         mend_temp_folder(default_cache_root())  # before this thread compiles anything
-        keep_compiled_kernels(default_cache_root())
+        kernels = keep_compiled_kernels(default_cache_root())
+        if kernels is not None:
+            prune_stale_kernels(kernels)
         if self.config.log_blas:
             blas.log_blas()
         self._setup()

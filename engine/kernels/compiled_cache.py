@@ -6,7 +6,8 @@ our gated-delta recurrence) and keeps what it compiled under the system's tempor
 first model then compiles again: on the H200 a benchmark of the random 1B hybrid took 59 s from
 start to exit with an empty cache and 27 s with a full one (docs/benchmarks.md). Tandem keeps them
 in its user cache folder instead, one folder per MLX version and GPU architecture (MLX names the
-entries by kernel and shape only, so two architectures must never share a folder).
+entries by kernel and shape only, so two architectures must never share a folder). Folders and
+files no current build loads are removed once unused for a while (engine/kernels/stale_kernels.py).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 import mlx.core as mx
 
 from engine.device import cuda_available
+from engine.kernels.stale_kernels import mark_used
 
 log = logging.getLogger(__name__)
 
@@ -52,4 +54,5 @@ def keep_compiled_kernels(cache_root: Path) -> Path | None:
         log.warning("compiled CUDA kernels stay in MLX's temporary folder: %s", exc)
         return None
     os.environ[PTX_CACHE_ENV] = str(folder)
+    mark_used(folder)  # its age decides when another version prunes it
     return folder

@@ -54,6 +54,12 @@ _SOURCE = """
 
 ConvCall = Callable[[nn.Conv1d, mx.array], mx.array]
 _kernel: Any = None
+KERNEL_NAME = versioned_name("tandem_depthwise_conv1d", _SOURCE)  # what MLX compiles it under
+
+
+def kernel_names() -> list[str]:
+    """Every name this module's kernel is compiled under (engine/kernels/stale_kernels.py)."""
+    return [KERNEL_NAME]
 
 
 def kernel_source() -> str:
@@ -65,7 +71,7 @@ def depthwise_conv_cuda(x: mx.array, weight: mx.array) -> mx.array:
     global _kernel
     if _kernel is None:
         _kernel = mx.fast.cuda_kernel(
-            name=versioned_name("tandem_depthwise_conv1d", _SOURCE),
+            name=KERNEL_NAME,
             input_names=["x", "w"],
             output_names=["y"],
             source=_SOURCE,

@@ -132,7 +132,17 @@ def kernel_input_names(*, has_mask: bool) -> list[str]:
 
 
 def _variant_name(*, has_mask: bool, vectorized: bool) -> str:
-    return "tandem_gated_delta" + ("_vec" if vectorized else "") + ("_mask" if has_mask else "")
+    base = "tandem_gated_delta" + ("_vec" if vectorized else "") + ("_mask" if has_mask else "")
+    return versioned_name(base, kernel_source(has_mask=has_mask, vectorized=vectorized))
+
+
+def kernel_names() -> list[str]:
+    """Every name this module's kernels are compiled under (engine/kernels/stale_kernels.py)."""
+    return [
+        _variant_name(has_mask=mask, vectorized=vector)
+        for mask in (False, True)
+        for vector in (False, True)
+    ]
 
 
 _kernels: dict[tuple[bool, bool], Any] = {}
@@ -143,7 +153,7 @@ def _kernel(*, has_mask: bool, vectorized: bool) -> Any:
     if key not in _kernels:
         source = kernel_source(has_mask=has_mask, vectorized=vectorized)
         _kernels[key] = mx.fast.cuda_kernel(
-            name=versioned_name(_variant_name(has_mask=has_mask, vectorized=vectorized), source),
+            name=_variant_name(has_mask=has_mask, vectorized=vectorized),
             input_names=kernel_input_names(has_mask=has_mask),
             output_names=["y", "state_out"],
             source=source,

@@ -127,6 +127,12 @@ _SOURCE = """
 
 LinearCall = Callable[[Any, mx.array], mx.array]
 _kernel: Any = None
+KERNEL_NAME = versioned_name("tandem_skinny_matmul", _SOURCE)  # what MLX compiles it under
+
+
+def kernel_names() -> list[str]:
+    """Every name this module's kernel is compiled under (engine/kernels/stale_kernels.py)."""
+    return [KERNEL_NAME]
 
 
 def kernel_source() -> str:
@@ -147,7 +153,7 @@ def skinny_matmul(
     global _kernel
     if _kernel is None:
         _kernel = mx.fast.cuda_kernel(
-            name=versioned_name("tandem_skinny_matmul", _SOURCE),
+            name=KERNEL_NAME,
             input_names=["x", "w"],
             output_names=["out"],
             source=_SOURCE,

@@ -160,14 +160,22 @@ def key_bytes_read(q: mx.array, k: mx.array) -> int:
     return blocks * k.shape[2] * D * q.dtype.size
 
 
+def _name(grouped: bool) -> str:
+    source = GROUPED_SOURCE if grouped else PER_HEAD_SOURCE
+    return versioned_name("tandem_verify_attention" + ("_grouped" if grouped else ""), source)
+
+
+def kernel_names() -> list[str]:
+    """Every name this module's kernels are compiled under (engine/kernels/stale_kernels.py)."""
+    return [_name(False), _name(True)]
+
+
 def _kernel(grouped: bool) -> Any:
     kernel = _kernels.get(grouped)
     if kernel is None:
         source = GROUPED_SOURCE if grouped else PER_HEAD_SOURCE
         kernel = _kernels[grouped] = mx.fast.cuda_kernel(
-            name=versioned_name(
-                "tandem_verify_attention" + ("_grouped" if grouped else ""), source
-            ),
+            name=_name(grouped),
             input_names=["q", "k", "v", "mask", "scale"],
             output_names=["out"],
             source=source,

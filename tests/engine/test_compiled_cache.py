@@ -10,6 +10,7 @@ from engine.kernels.compiled_cache import (
     compiled_kernel_folder,
     keep_compiled_kernels,
 )
+from engine.kernels.stale_kernels import USED_STAMP
 
 
 @pytest.fixture
@@ -70,3 +71,8 @@ def test_a_gpu_mlx_cannot_name_gets_no_folder(tmp_path, on_cuda, monkeypatch):
 
     monkeypatch.setattr(compiled_cache.mx, "device_info", broken)
     assert keep_compiled_kernels(tmp_path) is None
+
+
+def test_the_chosen_folder_is_stamped_as_used(tmp_path, on_cuda):
+    folder = keep_compiled_kernels(tmp_path)
+    assert (folder / USED_STAMP).is_file()

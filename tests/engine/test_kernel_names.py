@@ -10,6 +10,7 @@ from engine.kernels import gated_delta_cuda as gd
 from engine.kernels import skinny_matmul_cuda as sm
 from engine.kernels import verify_attention_cuda as vac
 from engine.kernels.kernel_names import DEFAULT_DIGEST_CHARS, versioned_name
+from engine.kernels.stale_kernels import current_kernel_names
 
 
 def test_the_name_changes_with_the_source_and_only_with_it():
@@ -70,6 +71,7 @@ def test_every_kernel_is_built_under_its_sources_name(built):
     )
     _check(built, "tandem_gated_delta")
     assert len({name for name, _ in built}) == len(built) == 5
+    assert {name for name, _ in built} <= current_kernel_names()  # none pruned as stale
 
 
 def test_the_value_rows_a_lane_loads_fit_its_registers():
