@@ -19,6 +19,7 @@ import mlx.core as mx
 import mlx.nn as nn
 
 from engine import default_model
+from engine.cache.row_groups import install as install_row_groups
 from engine.compiled_mlp import compile_mlps
 from engine.engine_reports import ModelInfo
 from engine.fused_projections import fuse_projections
@@ -244,6 +245,7 @@ def open_model(
     and no weight memory yet. A "random:" spec gives a random-weight benchmark model."""
     install_gated_delta_kernel()  # CUDA only: hybrid models' recurrence as one kernel per layer
     install_conv_kernel()  # CUDA only: their short depthwise convolutions without cuDNN
+    install_row_groups()  # short rows beside long ones: their own keys (innermost, so first)
     install_verify_attention()  # CUDA only: a verify forward's masked attention without cuDNN
     install_skinny_matmul()  # CUDA only: matmuls of 2-16 token rows without cuBLASLt
     if spec is not None and spec.startswith(RANDOM_SPEC_PREFIX):

@@ -10,7 +10,8 @@ the positions after it. A round whose kept counts are still on the device
 (engine/core/lookahead.py) gives back its positions lazily: `offset` drops on the device, and the
 mask hides the round's unkept positions from a device array until `settle` turns them into holes
 like any other. When holes take up too much of the buffer, `compact()` gathers each row's real
-positions back into place (one move, now and then).
+positions back into place (one move, now and then). Rows far shorter than their neighbours attend
+over their own keys, not the longest row's padding (engine/cache/row_groups.py).
 
 On a GPU, a forward over several tokens per row (a verify round) attends over the whole buffer,
 its unwritten tail masked, instead of over exactly the positions written so far: MLX's CUDA
@@ -26,9 +27,12 @@ import numpy as np
 from mlx_lm.models.cache import BatchKVCache, BatchRotatingKVCache, KVCache
 
 from engine.cache import mlx_lm_private as private
+from engine.cache import row_groups
 from engine.cache.position_moves import take_positions
 
 DEFAULT_COMPACT_FRACTION = 0.25  # compact when holes exceed this share of the buffer
+
+row_groups.install()  # before any CUDA kernel wraps attention (engine/cache/row_groups.py)
 
 
 def default_whole_buffer() -> bool:
@@ -50,7 +54,7 @@ class RaggedBatchKVCache(BatchKVCache):
 
     def __setattr__(self, name: str, value: object) -> None:
         if name == "left_padding":  # read again (once) before the next mask
-            self.__dict__["_padless"] = None
+            self.__dict__["_starts"] = None
         super().__setattr__(name, value)
 
     @classmethod
@@ -61,15 +65,19 @@ class RaggedBatchKVCache(BatchKVCache):
         ragged.holes = 0
         ragged.whole_buffer = default_whole_buffer()
         ragged.pending = []
-        ragged._padless = None
+        ragged._starts = None
         return ragged
 
+    def starts(self) -> list[int]:
+        """Each row's left padding: its first real position in the buffer. Read from the device
+        only when the padding changed (rows joined or left, holes compacted), not every step."""
+        if self.__dict__.get("_starts") is None:
+            self.__dict__["_starts"] = self.left_padding.tolist()
+        return self.__dict__["_starts"]
+
     def padless(self) -> bool:
-        """No row has left padding: every row holds the same positions. Read from the device
-        only when the padding changed (rows joined or left), not every step."""
-        if self.__dict__.get("_padless") is None:
-            self.__dict__["_padless"] = not bool(mx.any(self.left_padding > 0).item())
-        return self.__dict__["_padless"]
+        """No row has left padding: every row holds the same positions."""
+        return not any(self.starts())
 
     @property
     def written(self) -> int:
@@ -102,7 +110,14 @@ class RaggedBatchKVCache(BatchKVCache):
         self.values[..., prev : self.written, :] = values
         if self._sees_whole_buffer(n):
             return self.keys, self.values
-        return self.keys[..., : self.written, :], self.values[..., : self.written, :]
+        keys, values = self.keys[..., : self.written, :], self.values[..., : self.written, :]
+        if row_groups.enabled():
+            groups = None if self.padless() else row_groups.plan(self.starts(), self.written)
+            if groups is not None:  # rows far shorter than others attend over their own keys
+                row_groups.offer(keys, values, groups)
+            else:
+                row_groups.withdraw()
+        return keys, values
 
     def _sees_whole_buffer(self, n: int) -> bool:
         return self.whole_buffer and n > 1
