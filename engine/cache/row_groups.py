@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import os
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -49,8 +50,8 @@ class Group:
 
 @dataclass
 class _Offer:
-    keys: mx.array
-    values: mx.array
+    keys: weakref.ref  # weak: an offer no call took keeps no cache alive
+    values: weakref.ref
     groups: tuple[Group, ...]
 
 
@@ -150,17 +151,17 @@ def _split(
 def offer(keys: mx.array, values: mx.array, groups: tuple[Group, ...]) -> None:
     """The cache hands the model these keys and values: an attention call over exactly them
     may split by `groups` (the next offer replaces this one)."""
-    _state["offer"] = _Offer(keys, values, groups)
+    _state["offer"] = _Offer(weakref.ref(keys), weakref.ref(values), groups)
 
 
 def withdraw() -> None:
-    """No offer stands (a forward without a plan: nothing keeps an older one's arrays alive)."""
+    """No offer stands (a forward without a plan)."""
     _state["offer"] = None
 
 
 def _taken(k: mx.array, v: mx.array) -> tuple[Group, ...] | None:
     held = _state["offer"]
-    if held is None or held.keys is not k or held.values is not v:
+    if held is None or held.keys() is not k or held.values() is not v:
         return None
     _state["offer"] = None
     return held.groups

@@ -5,6 +5,7 @@ the engine, every row equal to mlx_lm.generate alone."""
 from __future__ import annotations
 
 import asyncio
+import weakref
 
 import mlx.core as mx
 import pytest
@@ -155,7 +156,16 @@ def test_a_forward_without_a_plan_withdraws_the_last_offer(split_calls):
     kv = mx.zeros((2, 2, 8, 8))
     row_groups.offer(kv, kv, (Group(0, 2, 0),))
     cache.update_and_fetch(kv, kv)
-    assert row_groups._state["offer"] is None  # nothing holds the old arrays
+    assert row_groups._state["offer"] is None
+
+
+def test_an_offer_keeps_no_arrays_alive():
+    kv = mx.zeros((2, 2, 8, 8))
+    gone = weakref.ref(kv)
+    row_groups.offer(kv, kv, (Group(0, 2, 0),))
+    del kv
+    assert gone() is None
+    assert row_groups._taken(mx.zeros((2, 2, 8, 8)), mx.zeros((2, 2, 8, 8))) is None
 
 
 @pytest.fixture(scope="module")
