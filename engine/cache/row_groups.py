@@ -11,8 +11,9 @@ on: `plan` picks the groups (at most DEFAULT_MAX_GROUPS, only where they save en
 cache offers the plan with the keys it hands the model (`offer`), and the wrapper of
 `mx.fast.scaled_dot_product_attention` splits a call whose keys and values are exactly those
 arrays, under a mask of one row per row. Every key a row may see is in its group's window, and
-the mask (sliced with it) still hides the rest, so
-each row attends over the same keys as before, in a shorter sum of zeros.
+the mask (sliced with it) still hides the rest, so each row attends over the same keys as
+before, in a shorter sum of zeros. Offers and plans are swapped whole and matched by identity,
+so engines on two threads (tests, benchmarks) never take each other's.
 
 On by default on the CPU, where it was measured; on a GPU (more attention calls: kernel launches
 against the padding's reads) only with `TANDEM_ROW_GROUP_ATTENTION=1` until it is measured there;
@@ -55,7 +56,7 @@ class _Offer:
     groups: tuple[Group, ...]
 
 
-_state: dict[str, Any] = {"enabled": None, "offer": None, "plan_key": None, "plan": None}
+_state: dict[str, Any] = {"enabled": None, "offer": None, "plan": None}
 
 
 def enabled() -> bool:
@@ -108,14 +109,15 @@ def _best_groups(
     start whatever the length, so the choice is made once per set of starts (every layer of
     every forward until rows join, leave or compact asks the same)."""
     key = (starts, max_groups, group_cost)
-    if _state["plan_key"] == key:
-        return _state["plan"]
+    cached = _state["plan"]  # (key, result), swapped whole: engines on two threads never mix
+    if cached is not None and cached[0] == key:
+        return cached[1]
     rows, spread = len(starts), max(starts) - min(starts)
     if rows * spread <= group_cost:  # no split can pay for itself: one window from the least
         result = ((Group(0, rows, min(starts)),), rows * min(starts))
     else:
         result = _split(starts, max_groups, group_cost)
-    _state["plan_key"], _state["plan"] = key, result
+    _state["plan"] = (key, result)
     return result
 
 
