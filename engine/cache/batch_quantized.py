@@ -26,6 +26,7 @@ from mlx_lm.models.cache import (
 )
 
 from engine.cache import mlx_lm_private as private
+from engine.cache import row_groups
 from engine.cache.position_moves import roll_positions
 
 Quantized = tuple[mx.array, mx.array, mx.array]
@@ -158,7 +159,26 @@ class BatchQuantizedKVCache(private.BaseCache):
         for i in range(3):
             self.keys[i][..., prev : self.written, :] = qk[i]
             self.values[i][..., prev : self.written, :] = qv[i]
-        return self.keys_and_values()
+        fetched = self.keys_and_values()
+        if row_groups.enabled():
+            starts = self.starts()
+            groups = row_groups.plan(starts, self.written) if any(starts) else None
+            if groups is not None:  # rows far shorter than others attend over their own keys
+                row_groups.offer(fetched[0][0], fetched[1][0], groups)
+            else:
+                row_groups.withdraw()
+        return fetched
+
+    def starts(self) -> list[int]:
+        """Each row's left padding, read from the device once per change (row_groups.py)."""
+        if self.__dict__.get("_starts") is None:
+            self.__dict__["_starts"] = self.left_padding.tolist()
+        return self.__dict__["_starts"]
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if name == "left_padding":  # read again (once) before the next forward's plan
+            self.__dict__["_starts"] = None
+        super().__setattr__(name, value)
 
     def _grow(self, keys: mx.array, values: mx.array, n: int) -> None:
         B, heads, _, k_dim = keys.shape

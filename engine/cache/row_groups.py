@@ -203,9 +203,38 @@ def make_sdpa(original: Callable[..., mx.array]) -> Callable[..., mx.array]:
     return scaled_dot_product_attention
 
 
-def is_installed() -> bool:
-    """Whether the wrapper is anywhere in `mx.fast.scaled_dot_product_attention`'s chain."""
-    fn = mx.fast.scaled_dot_product_attention
+def make_quantized_sdpa(original: Callable[..., mx.array]) -> Callable[..., mx.array]:
+    """The same for mlx-lm's attention over quantized keys and values (triples of data, scales
+    and biases; engine/cache/batch_quantized.py offers their data arrays)."""
+
+    def quantized_scaled_dot_product_attention(queries, q_keys, q_values, scale, mask, **kwargs):
+        groups = _taken(q_keys[0], q_values[0])
+        if (
+            groups is None
+            or not isinstance(mask, mx.array)
+            or mask.shape[0] != queries.shape[0]
+            or mask.shape[-1] != q_keys[0].shape[2]
+        ):
+            return original(queries, q_keys, q_values, scale, mask, **kwargs)
+        parts = [
+            original(
+                queries[g.lo : g.hi],
+                tuple(part[g.lo : g.hi, :, g.start :] for part in q_keys),
+                tuple(part[g.lo : g.hi, :, g.start :] for part in q_values),
+                scale,
+                mask[g.lo : g.hi, ..., g.start :],
+                **kwargs,
+            )
+            for g in groups
+        ]
+        return mx.concatenate(parts, axis=0)
+
+    quantized_scaled_dot_product_attention.tandem_row_groups = True  # type: ignore[attr-defined]
+    quantized_scaled_dot_product_attention.__wrapped__ = original  # type: ignore[attr-defined]
+    return quantized_scaled_dot_product_attention
+
+
+def _wrapped(fn: Any) -> bool:
     while fn is not None:
         if getattr(fn, "tandem_row_groups", False):
             return True
@@ -213,8 +242,24 @@ def is_installed() -> bool:
     return False
 
 
+def is_installed() -> bool:
+    """Whether the wrappers are in place (anywhere in each function's chain of wrappers)."""
+    from mlx_lm.models import base
+
+    return _wrapped(mx.fast.scaled_dot_product_attention) and _wrapped(
+        base.quantized_scaled_dot_product_attention
+    )
+
+
 def install() -> None:
-    """Put the wrapper in place (once; before the CUDA kernels wrap the same function, so that
-    their A/B switches find their own wrapper outermost)."""
-    if not is_installed():
+    """Put the wrappers in place (once; before the CUDA kernels wrap the same function, so that
+    their A/B switches find their own wrapper outermost). mlx-lm's attention looks the quantized
+    function up in its module at each call, so replacing it there reaches every model."""
+    from mlx_lm.models import base
+
+    if not _wrapped(mx.fast.scaled_dot_product_attention):
         mx.fast.scaled_dot_product_attention = make_sdpa(mx.fast.scaled_dot_product_attention)
+    if not _wrapped(base.quantized_scaled_dot_product_attention):
+        base.quantized_scaled_dot_product_attention = make_quantized_sdpa(
+            base.quantized_scaled_dot_product_attention
+        )

@@ -31,6 +31,7 @@ from mlx_lm.models.cache import KVCache, QuantizedKVCache, make_prompt_cache
 
 import engine  # noqa: F401  (OpenBLAS before MLX)
 from engine.api import Engine, EngineConfig
+from engine.cache import row_groups
 from engine.cache.batch_quantized import BatchQuantizedKVCache
 from engine.requests import (
     ErrorEvent,
@@ -360,3 +361,25 @@ def test_draft_model_on_quantized_target(llama):
     )
     assert tokens_of(got) == plain
     assert all(e.stats.spec.accepted_tokens > 0 for e in got)
+
+
+@pytest.mark.parametrize("bits", [8, 4])
+def test_short_rows_beside_a_long_one_attend_over_their_own_quantized_keys(
+    llama, llama_mlx, bits, monkeypatch
+):
+    # attention by row groups (engine/cache/row_groups.py) over quantized keys and values
+    row_groups.set_enabled(True)
+    splits = []
+    taken = row_groups._taken
+    monkeypatch.setattr(row_groups, "_taken", lambda k, v: splits.append(taken(k, v)) or splits[-1])
+    short = make_prompts(2, seed=60 + bits)
+    prompts = [short[0], make_prompts(1, seed=62 + bits, min_len=600, max_len=600)[0], short[1]]
+    try:
+        got = asyncio.run(
+            run_engine(llama, prompts, together=True, prefill_chunk=1024, kv_bits=bits, kv_start=0)
+        )
+    finally:
+        row_groups.set_enabled(None)
+    # every prompt prefilled in the first step, so that the rows decode side by side
+    assert tokens_of(got) == reference(llama_mlx, prompts, bits=bits, start=0, chunk=1024)
+    assert any(groups is not None for groups in splits)

@@ -199,3 +199,21 @@ def test_speculating_rows_of_very_different_lengths_equal_generate(tiny_llama, s
     )
     assert got == expected
     assert split_calls["split"] > 0
+
+
+def test_a_split_call_over_quantized_keys_equals_one_call():
+    from mlx_lm.models import base
+
+    q, k, v, mask, starts = _padded_batch([40, 300, 35], dim=64)
+    qk = tuple(mx.quantize(k, group_size=64, bits=8))
+    qv = tuple(mx.quantize(v, group_size=64, bits=8))
+    original = base.quantized_scaled_dot_product_attention
+    while hasattr(original, "__wrapped__"):
+        original = original.__wrapped__
+    # mlx-lm scales the queries in place: each call gets its own
+    whole = original(q * 1, qk, qv, scale=0.125, mask=mask, group_size=64, bits=8)
+    groups = plan(starts, 300, min_saved=1, min_saved_share=0, group_cost=0)
+    row_groups.offer(qk[0], qv[0], groups)
+    split = row_groups.make_quantized_sdpa(original)
+    parts = split(q * 1, qk, qv, scale=0.125, mask=mask, group_size=64, bits=8)
+    assert len(groups) == 3 and mx.allclose(parts, whole, atol=1e-5, rtol=1e-4).item()
