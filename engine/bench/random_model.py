@@ -43,6 +43,14 @@ PRESETS: dict[str, dict[str, int]] = {
         num_attention_heads=8,
         num_key_value_heads=2,
     ),
+    # the 8B's 32 layers at a tiny width: host work a step at the 8B's depth
+    "host32": dict(
+        hidden_size=64,
+        num_hidden_layers=32,
+        intermediate_size=128,
+        num_attention_heads=8,
+        num_key_value_heads=2,
+    ),
     "1b": dict(
         hidden_size=2048,
         num_hidden_layers=16,

@@ -16,18 +16,10 @@ from types import SimpleNamespace
 import mlx.core as mx
 
 from engine.bench import ladder_rungs as rungs
-from engine.bench import profile_ladder, random_model
+from engine.bench import profile_ladder
 from engine.bench.profile_round import prefilled_batch
 from engine.core import lookahead
 
-# the 8B's 32 layers at a tiny width: a step costs its host work, not arithmetic
-random_model.PRESETS["host32"] = dict(
-    hidden_size=64,
-    num_hidden_layers=32,
-    intermediate_size=128,
-    num_attention_heads=8,
-    num_key_value_heads=2,
-)
 lookahead.near_ties = lambda logits: None
 lookahead.raw_argmax = lambda logits: mx.argmax(logits, axis=-1)
 spec = sys.argv[1] if len(sys.argv) > 1 else "random:host32"

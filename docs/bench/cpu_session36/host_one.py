@@ -14,15 +14,8 @@ import mlx.core as mx
 from mlx_lm.generate import generate_step
 
 from engine.bench import ladder_rungs as rungs
-from engine.bench import profile_ladder, random_model
+from engine.bench import profile_ladder
 
-random_model.PRESETS["host32"] = dict(
-    hidden_size=64,
-    num_hidden_layers=32,
-    intermediate_size=128,
-    num_attention_heads=8,
-    num_key_value_heads=2,
-)
 args = SimpleNamespace(
     model="random:host32", batch=[1], context=256, tokens=64, prefill_chunk=None, only=None
 )
