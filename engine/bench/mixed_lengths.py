@@ -110,7 +110,9 @@ def main(argv: list[str] | None = None) -> int:
         for i in range(args.repeats + 1):  # the first pair warms up, untimed
             for way in ("grouped", "padded") if i % 2 == 0 else ("padded", "grouped"):
                 row_groups.set_enabled(way == "grouped")
+                before = row_groups.split_calls()
                 result = run_once(core, prompts, args.max_tokens, spec)
+                result["split_calls"] = row_groups.split_calls() - before
                 if i:
                     runs[way].append(result)
     finally:
@@ -128,6 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         report[f"{way}_step_ms"] = statistics.median(r["step_ms"] for r in results)
         report[f"{way}_tokens_per_s"] = statistics.median(r["tokens_per_s"] for r in results)
         report[f"{way}_runs_tokens_per_s"] = [r["tokens_per_s"] for r in results]
+        report[f"{way}_split_calls"] = results[-1]["split_calls"]  # attention calls split
     report["ratio"] = round(report["grouped_tokens_per_s"] / report["padded_tokens_per_s"], 3)
     if args.check:
         from mlx_lm.generate import generate_step
@@ -143,7 +146,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{report['model']} on {report['device']}, rows of {report['lengths']} tokens, "
         f"speculation {args.speculative}: grouped {report['grouped_tokens_per_s']:.1f} tok/s "
         f"({report['grouped_step_ms']:.1f} ms a step), padded {report['padded_tokens_per_s']:.1f} "
-        f"tok/s ({report['padded_step_ms']:.1f} ms): {report['ratio']:.3f}x; same tokens: {same}"
+        f"tok/s ({report['padded_step_ms']:.1f} ms): {report['ratio']:.3f}x "
+        f"({report['grouped_split_calls']} attention calls split a run); same tokens: {same}"
         + (f"; equal to mlx_lm.generate alone: {report['lossless']}" if args.check else "")
     )
     if args.json:

@@ -56,7 +56,7 @@ class _Offer:
     groups: tuple[Group, ...]
 
 
-_state: dict[str, Any] = {"enabled": None, "offer": None, "plan": None}
+_state: dict[str, Any] = {"enabled": None, "offer": None, "plan": None, "splits": 0}
 
 
 def enabled() -> bool:
@@ -161,12 +161,22 @@ def withdraw() -> None:
     _state["offer"] = None
 
 
+def split_calls() -> int:
+    """Attention calls split so far in this process (benchmarks report it: on a GPU a CUDA
+    kernel may take a call before the split sees it)."""
+    return _state["splits"]
+
+
 def _taken(k: mx.array, v: mx.array) -> tuple[Group, ...] | None:
     held = _state["offer"]
     if held is None or held.keys() is not k or held.values() is not v:
         return None
     _state["offer"] = None
     return held.groups
+
+
+def _split_call() -> None:
+    _state["splits"] += 1
 
 
 def make_sdpa(original: Callable[..., mx.array]) -> Callable[..., mx.array]:
@@ -185,6 +195,7 @@ def make_sdpa(original: Callable[..., mx.array]) -> Callable[..., mx.array]:
             or mask.shape[-1] != k.shape[2]
         ):
             return original(q, k, v, *args, scale=scale, mask=mask, sinks=sinks, **kwargs)
+        _split_call()
         parts = [
             original(
                 q[g.lo : g.hi],
@@ -216,6 +227,7 @@ def make_quantized_sdpa(original: Callable[..., mx.array]) -> Callable[..., mx.a
             or mask.shape[-1] != q_keys[0].shape[2]
         ):
             return original(queries, q_keys, q_values, scale, mask, **kwargs)
+        _split_call()
         parts = [
             original(
                 queries[g.lo : g.hi],

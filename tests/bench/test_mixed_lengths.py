@@ -21,6 +21,7 @@ def test_both_ways_give_the_same_tokens_and_a_ratio(tmp_path):
     assert report["same_tokens"] and all(report["lossless"])
     assert report["grouped_tokens_per_s"] > 0 and report["padded_tokens_per_s"] > 0
     assert report["ratio"] > 0
+    assert report["grouped_split_calls"] > 0 and report["padded_split_calls"] == 0
     assert row_groups._state["enabled"] is None  # the device's own choice again afterwards
 
 
