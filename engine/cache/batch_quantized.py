@@ -41,7 +41,7 @@ def _empty_parts(like: Quantized, rows: int) -> Quantized:
     return tuple(mx.zeros((rows, p.shape[1], 0, p.shape[3]), dtype=p.dtype) for p in like)
 
 
-class BatchQuantizedKVCache(private.BaseCache):
+class BatchQuantizedKVCache(row_groups.PaddingStarts, private.BaseCache):
     step = 256
 
     def __init__(self, left_padding: list[int], group_size: int = 64, bits: int = 8) -> None:
@@ -159,26 +159,9 @@ class BatchQuantizedKVCache(private.BaseCache):
         for i in range(3):
             self.keys[i][..., prev : self.written, :] = qk[i]
             self.values[i][..., prev : self.written, :] = qv[i]
-        fetched = self.keys_and_values()
-        if row_groups.enabled():
-            starts = self.starts()
-            groups = row_groups.plan(starts, self.written) if any(starts) else None
-            if groups is not None:  # rows far shorter than others attend over their own keys
-                row_groups.offer(fetched[0][0], fetched[1][0], groups)
-            else:
-                row_groups.withdraw()
-        return fetched
-
-    def starts(self) -> list[int]:
-        """Each row's left padding, read from the device once per change (row_groups.py)."""
-        if self.__dict__.get("_starts") is None:
-            self.__dict__["_starts"] = self.left_padding.tolist()
-        return self.__dict__["_starts"]
-
-    def __setattr__(self, name: str, value: object) -> None:
-        if name == "left_padding":  # read again (once) before the next forward's plan
-            self.__dict__["_starts"] = None
-        super().__setattr__(name, value)
+        keys, values = self.keys_and_values()
+        row_groups.hand_over(self, keys[0], values[0], self.written)  # offered by their data
+        return keys, values
 
     def _grow(self, keys: mx.array, values: mx.array, n: int) -> None:
         B, heads, _, k_dim = keys.shape

@@ -41,7 +41,7 @@ def default_whole_buffer() -> bool:
     return mx.default_device().type == mx.DeviceType.gpu
 
 
-class RaggedBatchKVCache(BatchKVCache):
+class RaggedBatchKVCache(row_groups.PaddingStarts, BatchKVCache):
     """A BatchKVCache whose rows give back positions as holes in the mask (see above)."""
 
     def __init__(self, left_padding: list[int]) -> None:
@@ -51,11 +51,6 @@ class RaggedBatchKVCache(BatchKVCache):
         self.whole_buffer = default_whole_buffer()
         # rounds given back lazily, oldest first: (first buffer position, width, kept [B])
         self.pending: list[tuple[int, int, mx.array]] = []
-
-    def __setattr__(self, name: str, value: object) -> None:
-        if name == "left_padding":  # read again (once) before the next mask
-            self.__dict__["_starts"] = None
-        super().__setattr__(name, value)
 
     @classmethod
     def from_batch(cls, cache: BatchKVCache) -> RaggedBatchKVCache:
@@ -68,15 +63,9 @@ class RaggedBatchKVCache(BatchKVCache):
         ragged._starts = None
         return ragged
 
-    def starts(self) -> list[int]:
-        """Each row's left padding: its first real position in the buffer. Read from the device
-        only when the padding changed (rows joined or left, holes compacted), not every step."""
-        if self.__dict__.get("_starts") is None:
-            self.__dict__["_starts"] = self.left_padding.tolist()
-        return self.__dict__["_starts"]
-
     def padless(self) -> bool:
-        """No row has left padding: every row holds the same positions."""
+        """No row has left padding: every row holds the same positions (read from the device
+        once per change of the padding: `starts`)."""
         return not any(self.starts())
 
     @property
@@ -111,12 +100,7 @@ class RaggedBatchKVCache(BatchKVCache):
         if self._sees_whole_buffer(n):
             return self.keys, self.values
         keys, values = self.keys[..., : self.written, :], self.values[..., : self.written, :]
-        if row_groups.enabled():
-            groups = None if self.padless() else row_groups.plan(self.starts(), self.written)
-            if groups is not None:  # rows far shorter than others attend over their own keys
-                row_groups.offer(keys, values, groups)
-            else:
-                row_groups.withdraw()
+        row_groups.hand_over(self, keys, values, self.written)
         return keys, values
 
     def _sees_whole_buffer(self, n: int) -> bool:

@@ -150,6 +150,35 @@ def _split(
     return tuple(groups), sum((grp.hi - grp.lo) * grp.start for grp in groups)
 
 
+class PaddingStarts:
+    """For a batch cache with `left_padding` [B]: each row's first real position as host ints,
+    read from the device once per change of the padding (rows joined or left, holes
+    compacted), not every step."""
+
+    def starts(self) -> list[int]:
+        if self.__dict__.get("_starts") is None:
+            self.__dict__["_starts"] = self.left_padding.tolist()  # type: ignore[attr-defined]
+        return self.__dict__["_starts"]
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if name == "left_padding":  # read again (once) when next asked
+            self.__dict__["_starts"] = None
+        super().__setattr__(name, value)
+
+
+def hand_over(cache: PaddingStarts, keys: mx.array, values: mx.array, length: int) -> None:
+    """`cache` hands the model `keys` and `values` of `length` positions: offer its plan for
+    them, or withdraw an older offer where there is none."""
+    if not enabled():
+        return
+    starts = cache.starts()
+    groups = plan(starts, length) if any(starts) else None
+    if groups is not None:  # rows far shorter than others attend over their own keys
+        offer(keys, values, groups)
+    else:
+        withdraw()
+
+
 def offer(keys: mx.array, values: mx.array, groups: tuple[Group, ...]) -> None:
     """The cache hands the model these keys and values: an attention call over exactly them
     may split by `groups` (the next offer replaces this one)."""
@@ -175,8 +204,20 @@ def _taken(k: mx.array, v: mx.array) -> tuple[Group, ...] | None:
     return held.groups
 
 
-def _split_call() -> None:
+def _groups_for(q: mx.array, k: mx.array, v: mx.array, mask: Any) -> tuple[Group, ...] | None:
+    """The groups a call over keys `k` and values `v` (their data arrays) splits by: those
+    offered for exactly them, under a mask of one row per row whose length is theirs (it
+    hides what a group's window leaves out); else None, and the call runs whole."""
+    groups = _taken(k, v)
+    if (
+        groups is None
+        or not isinstance(mask, mx.array)
+        or mask.shape[0] != q.shape[0]
+        or mask.shape[-1] != k.shape[2]
+    ):
+        return None
     _state["splits"] += 1
+    return groups
 
 
 def make_sdpa(original: Callable[..., mx.array]) -> Callable[..., mx.array]:
@@ -184,18 +225,9 @@ def make_sdpa(original: Callable[..., mx.array]) -> Callable[..., mx.array]:
     their row groups, and calls `original` for everything (and every group)."""
 
     def scaled_dot_product_attention(q, k, v, *args, scale, mask=None, sinks=None, **kwargs):
-        groups = _taken(k, v)
-        # split only under a mask of each row's own (it hides what a group's window leaves out)
-        if (
-            groups is None
-            or args
-            or kwargs
-            or not isinstance(mask, mx.array)
-            or mask.shape[0] != q.shape[0]
-            or mask.shape[-1] != k.shape[2]
-        ):
+        groups = None if args or kwargs else _groups_for(q, k, v, mask)
+        if groups is None:
             return original(q, k, v, *args, scale=scale, mask=mask, sinks=sinks, **kwargs)
-        _split_call()
         parts = [
             original(
                 q[g.lo : g.hi],
@@ -219,15 +251,9 @@ def make_quantized_sdpa(original: Callable[..., mx.array]) -> Callable[..., mx.a
     and biases; engine/cache/batch_quantized.py offers their data arrays)."""
 
     def quantized_scaled_dot_product_attention(queries, q_keys, q_values, scale, mask, **kwargs):
-        groups = _taken(q_keys[0], q_values[0])
-        if (
-            groups is None
-            or not isinstance(mask, mx.array)
-            or mask.shape[0] != queries.shape[0]
-            or mask.shape[-1] != q_keys[0].shape[2]
-        ):
+        groups = _groups_for(queries, q_keys[0], q_values[0], mask)
+        if groups is None:
             return original(queries, q_keys, q_values, scale, mask, **kwargs)
-        _split_call()
         parts = [
             original(
                 queries[g.lo : g.hi],
