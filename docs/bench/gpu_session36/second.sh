@@ -4,7 +4,7 @@
 # tokens beside one of 8,192 (then 2,048), the random 8B and 1B, grouped against padded
 # alternated in one process (engine.bench.mixed_lengths), plain and with prompt lookup (verify
 # rounds: on CUDA these attend over the whole buffer and are never split). Copied flat into
-# .gpu/x with preamble.sh.
+# .gpu/x beside ../gpu_session35/preamble.sh (sourced from there: one copy).
 . "$(dirname "$0")/preamble.sh"
 nvidia-smi --query-gpu=name --format=csv,noheader
 left() { [ $(( $(date +%s) - t0 )) -lt "$1" ]; }  # true while fewer seconds than $1 passed
