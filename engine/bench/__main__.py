@@ -120,6 +120,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="skip the untimed runs (plain, baseline, each draft length) at each concurrency",
     )
     p.add_argument(
+        "--auto-too",
+        action="store_true",
+        help='with --speculative synthetic: also run "auto" at each acceptance rate, its rows'
+        " drafting with the synthetic drafter and each row's draft length chosen by auto",
+    )
+    p.add_argument(
         "--replay-too",
         action="store_true",
         help="also run each speculative setting with recurrent rows replaying kept tokens "
@@ -158,6 +164,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.workload == "long-prompt" and args.speculative == SpecMethod.SYNTHETIC.value:
         p.error("--workload long-prompt drafts with a real drafter: draft, lookup, auto or mtp")
+    if args.auto_too and args.speculative != SpecMethod.SYNTHETIC.value:
+        p.error("--auto-too runs auto on the synthetic drafter: give --speculative synthetic")
     if args.workload == "multiturn" and args.repeats > len(CHAT_QUESTIONS):
         most = len(CHAT_QUESTIONS)
         p.error(f"--workload multiturn asks one question per repeat: --repeats at most {most}")
@@ -225,7 +233,7 @@ async def bench(args: argparse.Namespace) -> dict:
         per_slot = args.requests_per_slot
         slots = c if per_slot > 1 else None
         prompts = [prompt_ids(tokenizer, m) for m in messages_for(args.workload, c * per_slot)]
-        need_refs = not args.no_check or any(s.method == SpecMethod.SYNTHETIC for s in configs)
+        need_refs = not args.no_check or any(s.acceptance is not None for s in configs)
         if need_refs:
             for p in prompts:
                 if tuple(p) not in references:

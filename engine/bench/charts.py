@@ -37,13 +37,13 @@ def speedup_chart(results: list[dict], path: Path, *, title: str) -> Path | None
         1, len(concurrencies), figsize=(4.2 * len(concurrencies), 3.6), sharey=True, squeeze=False
     )
     for ax, c in zip(axes[0], concurrencies):
-        for k in sorted({r["draft_tokens"] for r in rows}):
+        for line in sorted({_line(r) for r in rows}, key=lambda name: (len(name), name)):
             pts = sorted(
                 (r["acceptance"], r["speedup_vs_plain"])
                 for r in rows
-                if r["concurrency"] == c and r["draft_tokens"] == k
+                if r["concurrency"] == c and _line(r) == line
             )
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=f"k={k}")
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=line)
         ax.axhline(1.0, color="grey", lw=0.8, ls="--")
         ax.set_title(f"concurrency {c}")
         ax.set_xlabel("draft acceptance (synthetic)")
@@ -51,6 +51,11 @@ def speedup_chart(results: list[dict], path: Path, *, title: str) -> Path | None
     axes[0][0].set_ylabel("speed-up vs our plain decoding")
     axes[0][-1].legend()
     return _save(fig, path, title)
+
+
+def _line(row: dict) -> str:
+    """A synthetic row's line in the chart: its fixed draft length, or auto (--auto-too)."""
+    return "auto" if row.get("speculative") == "auto" else f"k={row['draft_tokens']}"
 
 
 def concurrency_chart(results: list[dict], path: Path, *, title: str) -> Path | None:

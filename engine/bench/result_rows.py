@@ -99,9 +99,10 @@ def print_row(row: dict) -> None:
         mode, ""
     )
     paired = f" (paired {row['speedup_paired']})" if row.get("speedup_paired") else ""
+    k = "auto" if row["speculative"] == "auto" else row["draft_tokens"]  # auto picks each row's
     print(
         f"c={row['concurrency']:>3} {row['workload']:<8} spec={row['speculative']}"
-        f"(k={row['draft_tokens']}{accept}) ours {row['ours_tokens_per_s']:8.2f} tok/s{extra}"
+        f"(k={k}{accept}) ours {row['ours_tokens_per_s']:8.2f} tok/s{extra}"
         f" plain {row['plain_tokens_per_s']:8.2f} x{row['speedup_vs_plain']:.2f}{paired}"
         f" MAL {row['mean_acceptance_length']:.2f} ttft {row['ours_mean_ttft_s']:.2f}s"
         f" lossless={row['lossless']}{differences(row)}",

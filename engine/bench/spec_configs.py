@@ -36,6 +36,11 @@ class SpecConfig:
     def draft_tokens(self) -> int:
         return self.params.draft_tokens
 
+    @property
+    def auto_on_synthetic(self) -> bool:
+        """Auto rows drafting with the synthetic drafter (--auto-too): auto picks each k."""
+        return self.method == SpecMethod.AUTO and self.acceptance is not None
+
 
 def spec_configs(args: argparse.Namespace) -> list[SpecConfig]:
     method = SpecMethod(args.speculative)
@@ -47,13 +52,24 @@ def spec_configs(args: argparse.Namespace) -> list[SpecConfig]:
         for name, value in (("ngram_min", args.ngram_min), ("ngram_max", args.ngram_max))
         if value is not None
     }
-    return [
-        SpecConfig(SpeculativeParams(method=method, draft_tokens=k, **ngrams), a, replay, ahead)
-        for k in args.draft_tokens
+    params = [SpeculativeParams(method=method, draft_tokens=k, **ngrams) for k in args.draft_tokens]
+    configs = [
+        SpecConfig(p, a, replay, ahead)
+        for p in params
         for a in rates
         for replay in ((False, True) if args.replay_too else (False,))
         for ahead in ahead_modes(args)
     ]
+    if getattr(args, "auto_too", False):
+        # one per rate: auto chooses each row's k itself, up to MAX_DRAFT_TOKENS
+        auto = SpeculativeParams(method=SpecMethod.AUTO, **ngrams)
+        configs += [
+            SpecConfig(auto, a, replay, ahead)
+            for a in rates
+            for replay in ((False, True) if args.replay_too else (False,))
+            for ahead in ahead_modes(args)
+        ]
+    return configs
 
 
 def ahead_modes(args: argparse.Namespace) -> list[str]:
@@ -63,13 +79,28 @@ def ahead_modes(args: argparse.Namespace) -> list[str]:
     return ["on", "off"] if args.serial_too else ["default"]
 
 
+# the engine's own draft for auto rows while a run has them draft with the synthetic drafter
+_configured_draft: dict[int, str | None] = {}
+SYNTHETIC = SpecMethod.SYNTHETIC.value
+
+
 async def set_mode(eng: Engine, spec: SpecConfig | None) -> None:
     """The running engine's recurrent rows replay kept tokens or recompute, and its verify
     rounds run ahead or in series, as `spec` says (None: the defaults)."""
 
     def apply() -> None:
-        executor = eng._worker.core_for().executor
+        core = eng._worker.core_for()
+        executor = core.executor
         executor.batch.recompute = not (spec and spec.replay)
+        policy = core.policy
+        if spec is not None and spec.auto_on_synthetic:
+            # auto rows naming no draft model draft with the model's own drafter: the synthetic
+            # one for this run (the configured one is put back by the next set_mode)
+            if policy.own_draft != SYNTHETIC:
+                _configured_draft[id(policy)] = policy.own_draft
+            policy.own_draft = SYNTHETIC
+        elif id(policy) in _configured_draft:
+            policy.own_draft = _configured_draft.pop(id(policy))
         mode = spec.ahead if spec is not None else "default"
         executor.ahead.on = AHEAD_MODES[mode] if mode != "default" else executor.ahead.configured
 
@@ -78,7 +109,7 @@ async def set_mode(eng: Engine, spec: SpecConfig | None) -> None:
 
 def arm(synth: SyntheticDrafter, config: SpecConfig, prompts, expected) -> SpeculativeParams:
     """The request settings for `config`; the synthetic drafter learns the prompts' replies."""
-    if config.method == SpecMethod.SYNTHETIC:
+    if config.acceptance is not None:
         for prompt, reference in zip(prompts, expected):
             synth.expect(prompt, reference, config.acceptance)
     return config.params
