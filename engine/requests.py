@@ -6,6 +6,7 @@ Nothing here holds an MLX array: these values travel between the engine thread a
 
 from __future__ import annotations
 
+import copy
 import enum
 import uuid
 from dataclasses import dataclass, field
@@ -161,6 +162,15 @@ class SpecStats:
     def tokens_per_forward(self) -> float:
         return self.emitted_tokens / self.target_forwards if self.target_forwards else 0.0
 
+    def copy(self) -> SpecStats:
+        """A copy sharing nothing mutable (copy.deepcopy walked every field: about 70 objects a
+        row, a millisecond a round at 16 rows on the CPU)."""
+        twin = copy.copy(self)
+        twin.accepted_by_position = list(self.accepted_by_position)
+        twin.drafted_by_position = list(self.drafted_by_position)
+        twin.rounds_by_drafter = dict(self.rounds_by_drafter)
+        return twin
+
     def add(self, other: SpecStats) -> None:
         for name in _COUNTERS:
             setattr(self, name, getattr(self, name) + getattr(other, name))
@@ -227,6 +237,12 @@ class RequestStats:
     recent_acceptance: float | None = None  # draft acceptance over this row's last rounds
     speculation_note: str | None = None  # why the row runs plain although it asked to speculate
     prompt_cache_note: str | None = None  # why the prompt cache neither serves nor stores it
+
+    def copy(self) -> RequestStats:
+        """A copy sharing nothing mutable with this one (events carry copies)."""
+        twin = copy.copy(self)
+        twin.spec = self.spec.copy()
+        return twin
 
 
 # Events: what `Engine.submit` yields. Exactly one of FinishedEvent / ErrorEvent ends a stream.

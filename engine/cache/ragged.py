@@ -22,6 +22,8 @@ buffer's length changes only when it grows, by `step` positions at a time.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import mlx.core as mx
 import numpy as np
 from mlx_lm.models.cache import BatchKVCache, BatchRotatingKVCache, KVCache
@@ -161,16 +163,16 @@ class RaggedBatchKVCache(row_groups.PaddingStarts, BatchKVCache):
         self.offset = self.offset - (width - kept if unkept is None else unkept)
         self.pending.append((self.written - width, width, kept))
 
-    def settle(self, kept: list[int]) -> None:
+    def settle(self, kept: list[int], *, holes: RoundHoles | None = None) -> None:
         """The oldest lazily given-back round, its kept counts now read back: its unkept
         positions become holes (later rounds stay in place: compaction leaves the newest
-        written positions where they are)."""
+        written positions where they are). `holes`: `round_holes` of that round and `kept`,
+        made once for every layer (`settle_layers`)."""
         start, width, _ = self.pending.pop(0)
-        extra = [width - k for k in kept]
-        for row, e in enumerate(extra):
-            if e:
-                self.hole_spans.append((row, start + width - e, start + width))
-        self.holes += max(extra)
+        if holes is None or holes.round != (start, width):
+            holes = round_holes(start, width, kept)
+        self.hole_spans.extend(holes.spans)
+        self.holes += holes.most
         self._compact_if_holey()
 
     def correct_rows(self, delta: mx.array, void: mx.array | None) -> None:
@@ -274,3 +276,33 @@ def as_ragged(layers: list) -> list:
         return c
 
     return map_leaves(layers, convert)
+
+
+@dataclass(frozen=True)
+class RoundHoles:
+    """The holes a settled round leaves: its (start, width), each row's unkept span, and the
+    most positions a row gave back."""
+
+    round: tuple[int, int]
+    spans: tuple[tuple[int, int, int], ...]
+    most: int
+
+
+def round_holes(start: int, width: int, kept: list[int]) -> RoundHoles:
+    """The unkept positions of the round written at `start`, `width` wide, whose rows kept
+    `kept`: the last `width - kept[i]` of row i."""
+    end = start + width
+    spans = tuple((row, end - (width - k), end) for row, k in enumerate(kept) if k < width)
+    return RoundHoles((start, width), spans, max(width - k for k in kept))
+
+
+def settle_layers(layers: list, kept: list[int]) -> None:
+    """`settle` every layer: the layers wrote the round at the same place, so its holes are
+    found once (per layer, a Python loop over the rows took 2 ms a round at 16 rows and 32
+    layers on the CPU)."""
+    holes = None
+    for layer in layers:
+        start, width, _ = layer.pending[0]
+        if holes is None or holes.round != (start, width):
+            holes = round_holes(start, width, kept)
+        layer.settle(kept, holes=holes)

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, replace
 import mlx.core as mx
 
 from engine.cache.cache_list import leaves
-from engine.cache.ragged import RaggedBatchKVCache
+from engine.cache.ragged import RaggedBatchKVCache, settle_layers
 from engine.core.ahead_choice import AheadChoice
 from engine.core.batch import DecodeBatch
 from engine.core.drafter_feedback import DrafterFeedback, drafter_kind
@@ -184,8 +184,7 @@ def read_back(
         if void:  # keeps nothing: its positions are holes, its tokens not reported
             targets[i], accepted[i] = [], 0
         kept.append(0 if void else accepted[i] + 1)
-    for layer in leaves(batch.cache):
-        layer.settle(kept)
+    settle_layers(leaves(batch.cache), kept)
     batch.lengths = [n + k for n, k in zip(batch.lengths, kept)]
     if following is not None:
         following.stale = [a is not None and a != n for a, n in zip(following.assumed, accepted)]

@@ -5,7 +5,6 @@ OutputProcessor.)"""
 
 from __future__ import annotations
 
-import copy
 import time
 
 from engine.core.request_state import RequestState
@@ -125,4 +124,4 @@ class OutputProcessor:
 
 
 def copy_stats(state: RequestState, now: float | None = None) -> RequestStats:
-    return copy.deepcopy(state.refresh_stats(now))
+    return state.refresh_stats(now).copy()

@@ -9,7 +9,6 @@ first input. A verify round's text is made while the next forward runs (`stream_
 
 from __future__ import annotations
 
-import copy
 import logging
 import time
 from collections import deque
@@ -98,7 +97,7 @@ class Scheduler:
 
     def spec_snapshot(self) -> SpecStats:
         """Speculation totals: finished requests plus the rows still running."""
-        total = copy.deepcopy(self.out.spec_totals)
+        total = self.out.spec_totals.copy()
         for state in self.running:
             total.add(state.stats.spec)
         return total

@@ -6,7 +6,6 @@ figures (acceptance by position, mean acceptance length, tokens per forward) are
 
 from __future__ import annotations
 
-import copy
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -88,8 +87,8 @@ class RecentTotals:
 
     def update(self, now: float, totals: SpecStats) -> SpecStats:
         if not self.snapshots or now - self.snapshots[-1][0] >= DEFAULT_SNAPSHOT_EVERY_S:
-            self.snapshots.append((now, copy.deepcopy(totals)))
+            self.snapshots.append((now, totals.copy()))
         while len(self.snapshots) > 1 and now - self.snapshots[1][0] >= self.window_s:
             self.snapshots.popleft()
         oldest = self.snapshots[0][1] if now - self.snapshots[0][0] >= self.window_s else None
-        return totals.minus(oldest) if oldest is not None else copy.deepcopy(totals)
+        return totals.minus(oldest) if oldest is not None else totals.copy()

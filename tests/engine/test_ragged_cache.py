@@ -6,7 +6,7 @@ from __future__ import annotations
 import mlx.core as mx
 
 import engine  # noqa: F401  (OpenBLAS before MLX)
-from engine.cache.ragged import RaggedBatchKVCache
+from engine.cache.ragged import RaggedBatchKVCache, settle_layers
 
 
 def write(cache: RaggedBatchKVCache, start: int, n: int, rows: int = 2):
@@ -113,6 +113,34 @@ def test_positions_given_back_lazily_are_hidden_before_they_are_read_back():
     lazy.settle([3, 2])
     assert real_positions(lazy) == [[0, 1, 2, 3, 4, 5, 6, 8, 9, 10], [0, 1, 2, 3, 8, 9]]
     assert lazy.offset.tolist() == [10, 6] and lazy.pending == []
+
+
+def test_layers_settled_together_get_the_holes_each_would_alone():
+    """`settle_layers` finds a round's holes once for every layer that wrote it; each layer
+    ends as its own `settle` leaves it, a layer at another place (a round of another width)
+    included, and a round whose every row kept all leaves no hole."""
+
+    def layer(width: int) -> RaggedBatchKVCache:
+        cache = RaggedBatchKVCache([0, 0, 1])
+        cache.whole_buffer = False
+        write(cache, 0, 3, rows=3)
+        write(cache, 3, width, rows=3)
+        cache.give_back_lazily(width, mx.array([4, 1, 2]))
+        return cache
+
+    together = [layer(5), layer(5), layer(6)]
+    alone = [layer(5), layer(5), layer(6)]
+    settle_layers(together, [4, 1, 2])
+    for cache in alone:
+        cache.settle([4, 1, 2])
+    for a, b in zip(together, alone):
+        assert (a.hole_spans, a.holes, a.pending) == (b.hole_spans, b.holes, b.pending)
+        assert real_positions(a) == real_positions(b)
+    assert together[0].hole_spans == [(0, 7, 8), (1, 4, 8), (2, 5, 8)]
+    assert together[2].hole_spans == [(0, 7, 9), (1, 4, 9), (2, 5, 9)]
+    whole = layer(5)
+    settle_layers([whole], [5, 5, 5])
+    assert whole.hole_spans == [] and whole.holes == 0
 
 
 def _kept(rows: list, marks: list) -> list:

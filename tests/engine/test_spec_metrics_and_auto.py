@@ -4,10 +4,11 @@ forwards saved never decreasing, recent totals) and the auto policy's choices an
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 import pytest
 
-from engine.requests import GenerationRequest, SpecStats
+from engine.requests import GenerationRequest, RequestStats, SpecStats
 from engine.speculative.auto import (
     DEFAULT_FEW_WIDTHS,
     DEFAULT_PROBE_EVERY,
@@ -83,6 +84,24 @@ def test_rounds_are_counted_by_drafter_and_totals_add_and_subtract_them():
     assert totals.rounds_by_drafter == {"lookup": 4, "head": 2}
     earlier = SpecStats(rounds_by_drafter={"lookup": 4})
     assert totals.minus(earlier).rounds_by_drafter == {"head": 2}
+
+
+def test_stats_copies_share_nothing_mutable():
+    """Events carry copies of a row's stats while the row goes on counting (copied by hand,
+    not deepcopy: a new list or dict field must be copied too, which this test catches)."""
+    spec = SpecStats(rounds=3, accepted_by_position=[2, 1], drafted_by_position=[3, 2])
+    spec.rounds_by_drafter["lookup"] = 3
+    stats = RequestStats(prompt_tokens=5, spec=spec, speculation_note="n")
+    twin = stats.copy()
+    assert twin == stats and twin.spec is not spec
+    for original, copied in ((stats, twin), (spec, twin.spec)):
+        for f in dataclasses.fields(original):
+            value = getattr(original, f.name)
+            if isinstance(value, list | dict) or dataclasses.is_dataclass(value):
+                assert getattr(copied, f.name) is not value, f.name
+    record_round(spec, [1, 2, 3], 3, draft_s=0, verify_s=0, sample_s=0, drafter="head")
+    assert twin.spec.rounds == 3 and twin.spec.accepted_by_position == [2, 1]
+    assert twin.spec.rounds_by_drafter == {"lookup": 3}
 
 
 def test_record_forward_and_recent_windows():
