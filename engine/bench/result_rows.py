@@ -99,7 +99,7 @@ def print_row(row: dict) -> None:
         mode, ""
     )
     paired = f" (paired {row['speedup_paired']})" if row.get("speedup_paired") else ""
-    k = "auto" if row["speculative"] == "auto" else row["draft_tokens"]  # auto picks each row's
+    k = "auto" if row["speculative"] == "auto" else row["draft_tokens"]  # auto: each row's own
     print(
         f"c={row['concurrency']:>3} {row['workload']:<8} spec={row['speculative']}"
         f"(k={k}{accept}) ours {row['ours_tokens_per_s']:8.2f} tok/s{extra}"
