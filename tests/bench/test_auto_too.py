@@ -89,3 +89,25 @@ def test_auto_rows_draft_with_the_synthetic_drafter(tmp_path):
     auto = rows["auto"]
     assert auto["acceptance"] == 0.9 and auto["lossless"]
     assert auto["mean_acceptance_length"] > 1.5  # its rounds drafted the synthetic replies
+
+
+def test_the_chart_draws_auto_as_its_own_line(tmp_path, monkeypatch):
+    import matplotlib.axes
+
+    from engine.bench.charts import speedup_chart
+
+    drawn = []
+    plot = matplotlib.axes.Axes.plot
+    monkeypatch.setattr(
+        matplotlib.axes.Axes,
+        "plot",
+        lambda ax, xs, ys, **kw: drawn.append((kw["label"], list(ys))) or plot(ax, xs, ys, **kw),
+    )
+    rows = [
+        {"concurrency": 1, "speculative": method, "draft_tokens": k, "acceptance": a}
+        | {"verify_ahead": "default", "speedup_vs_plain": speedup}
+        for method, k, speedup in (("synthetic", 4, 1.5), ("synthetic", 2, 1.2), ("auto", 4, 2.0))
+        for a in (0.7, 0.9)
+    ]
+    assert speedup_chart(rows, tmp_path / "chart.png", title="t").exists()
+    assert drawn == [("k=2", [1.2, 1.2]), ("k=4", [1.5, 1.5]), ("auto", [2.0, 2.0])]
