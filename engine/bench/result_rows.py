@@ -55,6 +55,8 @@ def make_row(
         "mlx_lm_speculative_tokens_per_s": round(mlx_spec, 2) if mlx_spec else None,
         "acceptance_by_position": by_pos,
         "mean_acceptance_length": round(totals.mean_acceptance_length, 3),
+        # verify rounds by who drafted: an auto row drafts with its model or by prompt lookup
+        "rounds_by_drafter": dict(totals.rounds_by_drafter),
         "guessed_rounds": totals.guessed_rounds,  # left out of the acceptance figures
         "ahead_rounds": totals.ahead_rounds,  # rounds queued before the last was read back
         "tokens_per_forward": round(totals.tokens_per_forward, 3),

@@ -79,9 +79,11 @@ def ahead_modes(args: argparse.Namespace) -> list[str]:
     return ["on", "off"] if args.serial_too else ["default"]
 
 
-# the engine's own draft for auto rows while a run has them draft with the synthetic drafter
-_configured_draft: dict[int, str | None] = {}
+# the engine's own draft for auto rows, and its drafters, while a run has auto rows draft with
+# the synthetic drafter alone
+_configured_draft: dict[int, tuple[str | None, frozenset[str]]] = {}
 SYNTHETIC = SpecMethod.SYNTHETIC.value
+LOOKUP = SpecMethod.PROMPT_LOOKUP.value
 
 
 async def set_mode(eng: Engine, spec: SpecConfig | None) -> None:
@@ -95,12 +97,16 @@ async def set_mode(eng: Engine, spec: SpecConfig | None) -> None:
         policy = core.policy
         if spec is not None and spec.auto_on_synthetic:
             # auto rows naming no draft model draft with the model's own drafter: the synthetic
-            # one for this run (the configured one is put back by the next set_mode)
-            if policy.own_draft != SYNTHETIC:
-                _configured_draft[id(policy)] = policy.own_draft
+            # one for this run, and only it (prompt lookup, which auto would take where it
+            # yields more, drafts a random model's repetitive replies almost whole: on an
+            # H100 auto's rows at p=0.7 kept 9.8 tokens a round). The next set_mode puts back
+            # the engine's own.
+            if id(policy) not in _configured_draft:
+                _configured_draft[id(policy)] = (policy.own_draft, policy.drafters)
             policy.own_draft = SYNTHETIC
+            policy.drafters = _configured_draft[id(policy)][1] - {LOOKUP}
         elif id(policy) in _configured_draft:
-            policy.own_draft = _configured_draft.pop(id(policy))
+            policy.own_draft, policy.drafters = _configured_draft.pop(id(policy))
         mode = spec.ahead if spec is not None else "default"
         executor.ahead.on = AHEAD_MODES[mode] if mode != "default" else executor.ahead.configured
 

@@ -56,7 +56,8 @@ def test_an_auto_row_is_labelled(capsys):
 
 
 def test_the_run_switches_auto_rows_to_the_synthetic_drafter_and_back():
-    policy = SpeculationPolicy(own_draft="eagle")
+    drafters = frozenset({"eagle", "lookup", "synthetic"})
+    policy = SpeculationPolicy(own_draft="eagle", drafters=drafters)
     core = SimpleNamespace(
         policy=policy,
         executor=SimpleNamespace(
@@ -71,12 +72,18 @@ def test_the_run_switches_auto_rows_to_the_synthetic_drafter_and_back():
         _worker=SimpleNamespace(core_for=lambda: core), run_on_engine_thread=run_on_engine_thread
     )
     auto, fixed = spec_configs(parse_args(["--speculative", "synthetic", "--auto-too"]))[::-1]
-    for spec, own in ((auto, "synthetic"), (auto, "synthetic"), (fixed, "eagle"), (None, "eagle")):
+    alone = frozenset({"eagle", "synthetic"})  # auto's rows draft with the synthetic drafter only
+    for spec, own, available in (
+        (auto, "synthetic", alone),
+        (auto, "synthetic", alone),
+        (fixed, "eagle", drafters),
+        (None, "eagle", drafters),
+    ):
         asyncio.run(set_mode(eng, spec))
-        assert policy.own_draft == own
+        assert (policy.own_draft, policy.drafters) == (own, available)
     asyncio.run(set_mode(eng, auto))
     asyncio.run(set_mode(eng, None))
-    assert policy.own_draft == "eagle"
+    assert (policy.own_draft, policy.drafters) == ("eagle", drafters)
 
 
 def test_auto_rows_draft_with_the_synthetic_drafter(tmp_path):
@@ -89,6 +96,7 @@ def test_auto_rows_draft_with_the_synthetic_drafter(tmp_path):
     auto = rows["auto"]
     assert auto["acceptance"] == 0.9 and auto["lossless"]
     assert auto["mean_acceptance_length"] > 1.5  # its rounds drafted the synthetic replies
+    assert set(auto["rounds_by_drafter"]) == {"synthetic"}  # and nothing else
 
 
 def test_the_chart_draws_auto_as_its_own_line(tmp_path, monkeypatch):
