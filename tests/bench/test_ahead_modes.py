@@ -9,6 +9,7 @@ import json
 from engine.bench.__main__ import main, parse_args
 from engine.bench.result_rows import print_row
 from engine.bench.spec_configs import spec_configs
+from tests.bench.chart_lines import record_lines
 
 
 def test_each_setting_runs_every_mode_asked():
@@ -56,17 +57,9 @@ def test_a_measured_run_reports_its_choice(tmp_path):
 
 def test_the_speedup_chart_draws_the_sweeps_first_mode(tmp_path, monkeypatch):
     """One line per k: rows of the other modes at the same points would zigzag it."""
-    import matplotlib.axes
-
     from engine.bench.charts import speedup_chart
 
-    drawn = []
-    plot = matplotlib.axes.Axes.plot
-    monkeypatch.setattr(
-        matplotlib.axes.Axes,
-        "plot",
-        lambda ax, xs, ys, **kw: drawn.append(list(ys)) or plot(ax, xs, ys, **kw),
-    )
+    drawn = record_lines(monkeypatch)
     rows = [
         {
             "concurrency": 4,
@@ -79,4 +72,4 @@ def test_the_speedup_chart_draws_the_sweeps_first_mode(tmp_path, monkeypatch):
         for mode, s in (("measured", 2.0 + a), ("on", 1.0), ("off", 1.5))
     ]
     assert speedup_chart(rows, tmp_path / "chart.png", title="t").exists()
-    assert drawn == [[2.7, 2.9]]
+    assert [ys for _, ys in drawn] == [[2.7, 2.9]]

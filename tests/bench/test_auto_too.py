@@ -15,6 +15,7 @@ from engine.bench.result_rows import print_row
 from engine.bench.spec_configs import set_mode, spec_configs
 from engine.requests import SpecMethod
 from engine.speculative.policy import SpeculationPolicy
+from tests.bench.chart_lines import record_lines
 
 
 def test_one_auto_setting_per_rate():
@@ -100,17 +101,9 @@ def test_auto_rows_draft_with_the_synthetic_drafter(tmp_path):
 
 
 def test_the_chart_draws_auto_as_its_own_line(tmp_path, monkeypatch):
-    import matplotlib.axes
-
     from engine.bench.charts import speedup_chart
 
-    drawn = []
-    plot = matplotlib.axes.Axes.plot
-    monkeypatch.setattr(
-        matplotlib.axes.Axes,
-        "plot",
-        lambda ax, xs, ys, **kw: drawn.append((kw["label"], list(ys))) or plot(ax, xs, ys, **kw),
-    )
+    drawn = record_lines(monkeypatch)
     rows = [
         {"concurrency": 1, "speculative": method, "draft_tokens": k, "acceptance": a}
         | {"verify_ahead": "default", "speedup_vs_plain": speedup}

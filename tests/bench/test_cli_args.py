@@ -10,7 +10,6 @@ import json
 import pytest
 
 import engine.models
-from engine.bench import __main__ as bench
 from engine.bench import (
     admission_trace,
     attention_check,
@@ -28,6 +27,7 @@ from engine.bench import (
     shared_step,
     two_models,
 )
+from engine.bench import options as bench
 from engine.requests import MAX_DRAFT_TOKENS, MAX_MAX_TOKENS, MAX_NGRAM, MAX_PROMPT_TOKENS
 from engine.train_draft import __main__ as train_draft
 from engine.train_draft import evaluate
